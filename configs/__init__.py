@@ -1,0 +1,1 @@
+"""Hydra config tree, installed as package data so ``wmkit-eval`` finds it anywhere."""

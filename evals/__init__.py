@@ -1,0 +1,1 @@
+"""Evaluation: metrics, the episode runner and leaderboards (installed as ``wmkit.evals``)."""

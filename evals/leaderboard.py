@@ -1,0 +1,198 @@
+"""Leaderboards: aggregate episode rows over seeds into a Markdown table and plots.
+
+Usable on its own to merge the results of a sweep:
+``python -m wmkit.evals.leaderboard runs/multirun/<date>/`` reads every ``results.jsonl``
+below the folder and writes ``leaderboard.md`` and the plots there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wmkit.evals.metrics import ProbeOutcome, breakage_by_chain, breakage_half_life
+from wmkit.evals.results import ResultsFile
+from wmkit.evals.stats import Aggregate, aggregate
+
+__all__ = ["Summary", "render_markdown", "summarise", "write_leaderboard"]
+
+ORACLE_MARK = "†"
+
+
+Summary = dict[str, Any]
+"""Aggregates of one (env, horizon, agent) cell over its seeds (see :func:`summarise`)."""
+
+
+def _outcomes(rows: Iterable[dict[str, Any]]) -> list[ProbeOutcome]:
+    return [ProbeOutcome(c, bool(ok), k) for row in rows for c, ok, k in row["probes"]]
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> list[Summary]:
+    """Group episode rows by (env, horizon, agent) and aggregate each over seeds.
+
+    Returns:
+        One :class:`Summary` per group, sorted by env, horizon, then agent, with keys
+        ``env, horizon, agent, oracle, seeds``, :class:`~wmkit.evals.stats.Aggregate`
+        values ``drift`` (episode mean drift), ``drift_at_<h>``, ``drift_slope``,
+        ``breakage`` (per-seed share of probes answered wrong) and ``score``, plus
+        pooled ``breakage_by_chain`` and ``half_life``.
+    """
+    groups: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[(row["env"], int(row["horizon"]), row["agent"])].append(row)
+    out = []
+    for (env, horizon, agent), members in sorted(groups.items()):
+        members.sort(key=lambda r: r["seed"])
+        summary: Summary = dict(
+            env=env,
+            horizon=horizon,
+            agent=agent,
+            oracle=any(r.get("oracle") for r in members),
+            seeds=[r["seed"] for r in members],
+            drift=aggregate([[r["drift"]["mean"] for r in members]]),
+            drift_slope=aggregate([[r["drift"].get("slope", math.nan) for r in members]]),
+            score=aggregate([[r["score"] for r in members]]),
+        )
+        for key in members[0]["drift"]:
+            if key.startswith("at_"):
+                summary[f"drift_{key}"] = aggregate([[r["drift"][key] for r in members]])
+        shares = [
+            sum(not ok for _, ok, _ in r["probes"]) / len(r["probes"])
+            for r in members
+            if r["probes"]
+        ]
+        summary["breakage"] = aggregate([shares])
+        pooled = _outcomes(members)
+        summary["breakage_by_chain"] = breakage_by_chain(pooled)
+        summary["half_life"] = breakage_half_life(pooled)
+        out.append(summary)
+    return out
+
+
+def _fmt(a: Aggregate, ci: bool = False) -> str:
+    if a.n == 0 or math.isnan(a.iqm):
+        return "–"
+    text = f"{a.iqm:.3f}"
+    return f"{text} [{a.ci_low:.3f}, {a.ci_high:.3f}]" if ci else text
+
+
+def render_markdown(summaries: Sequence[Summary]) -> str:
+    """Render summaries as one Markdown table per env (IQM over seeds, 95% CI)."""
+    lines = ["# wmkit leaderboard", ""]
+    lines.append(
+        "Drift = 1 - F1(tracked facts, true facts of entities mentioned so far), mean over "
+        "steps. Breakage = share of probes answered wrong from the tracked state; half-life "
+        "= shortest chain length (steps back to the anchor) whose breakage is >= 50%. "
+        "Values are IQM over seeds with 95% stratified-bootstrap CIs. "
+        f"{ORACLE_MARK} reads ground truth: an upper bound, not a competitor."
+    )
+    by_env: dict[str, list[Summary]] = defaultdict(list)
+    for s in summaries:
+        by_env[s["env"]].append(s)
+    for env, cells in by_env.items():
+        horizons = sorted(
+            {k for s in cells for k in s if k.startswith("drift_at_")},
+            key=lambda k: int(k.rsplit("_", 1)[1]),
+        )
+        lines += ["", f"## {env}", ""]
+        header = ["horizon", "agent", "seeds", "drift [95% CI]"]
+        header += [f"drift@{k.rsplit('_', 1)[1]}" for k in horizons]
+        header += ["slope /100 steps", "breakage [95% CI]", "half-life", "score"]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for s in cells:
+            name = f"{s['agent']} {ORACLE_MARK}" if s["oracle"] else s["agent"]
+            row = [str(s["horizon"]), name, str(len(s["seeds"])), _fmt(s["drift"], ci=True)]
+            row += [_fmt(s[k]) if k in s else "–" for k in horizons]
+            half = "∞" if math.isinf(s["half_life"]) else f"{s['half_life']:.0f}"
+            row += [_fmt(s["drift_slope"]), _fmt(s["breakage"], ci=True), half, _fmt(s["score"])]
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _plot(
+    rows: Sequence[dict[str, Any]], summaries: Sequence[Summary], out_dir: Path
+) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = sorted({r["env"] for r in rows})
+    fig, axes = plt.subplots(2, len(envs), figsize=(6 * len(envs), 8), squeeze=False)
+    for col, env in enumerate(envs):
+        horizon = max(int(r["horizon"]) for r in rows if r["env"] == env)
+        by_agent: dict[str, list[list[float]]] = defaultdict(list)
+        for r in rows:
+            if r["env"] == env and int(r["horizon"]) == horizon:
+                by_agent[r["agent"]].append(r["drift_series"])
+        ax = axes[0][col]
+        for agent, series in sorted(by_agent.items()):
+            length = min(len(s) for s in series)
+            ax.plot(np.mean([s[:length] for s in series], axis=0), label=agent)
+        ax.set(
+            title=f"{env}: drift per step (horizon {horizon})",
+            xlabel="step",
+            ylabel="drift (mean over seeds)",
+            ylim=(-0.02, 1.02),
+        )
+        ax.legend()
+        ax = axes[1][col]
+        for s in summaries:
+            if s["env"] == env and s["horizon"] == horizon and s["breakage_by_chain"]:
+                edges = list(s["breakage_by_chain"])
+                ax.plot(
+                    range(len(edges)),
+                    [s["breakage_by_chain"][e][0] for e in edges],
+                    marker="o",
+                    label=s["agent"],
+                )
+                ax.set_xticks(range(len(edges)), [f"{e}+" for e in edges])
+        ax.axhline(0.5, color="grey", linestyle=":")
+        ax.set(
+            title=f"{env}: breakage by chain length",
+            xlabel="chain length (steps)",
+            ylabel="share answered wrong",
+            ylim=(-0.02, 1.02),
+        )
+        ax.legend()
+    fig.tight_layout()
+    path = out_dir / "leaderboard.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_leaderboard(rows: Sequence[dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
+    """Write ``leaderboard.md`` and ``leaderboard.png`` for ``rows`` into ``out_dir``.
+
+    Returns:
+        ``{"markdown": path, "plot": path}``.
+    """
+    out = Path(out_dir)
+    summaries = summarise(rows)
+    md = out / "leaderboard.md"
+    md.write_text(render_markdown(summaries))
+    return {"markdown": md, "plot": _plot(rows, summaries, out)}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Merge every ``results.jsonl`` under a folder into one leaderboard there."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("folder", type=Path, help="a run or sweep folder")
+    args = parser.parse_args(argv)
+    files = sorted(args.folder.rglob("results.jsonl"))
+    if not files:
+        parser.error(f"no results.jsonl under {args.folder}")
+    rows = [row for f in files for row in ResultsFile(f).rows()]
+    paths = write_leaderboard(rows, args.folder)
+    print(f"{len(rows)} episodes from {len(files)} files -> {paths['markdown']}")
+
+
+if __name__ == "__main__":
+    main()

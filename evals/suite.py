@@ -1,0 +1,139 @@
+"""The evaluation suite: every agent on every env, horizon and seed, scored and ranked.
+
+Library code takes the validated :class:`EvalConfig`, never a Hydra ``DictConfig``.
+A run is resumable: episodes already in ``results.jsonl`` are skipped.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import get_class, instantiate
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from wmkit.agents.types import Agent
+from wmkit.evals.leaderboard import write_leaderboard
+from wmkit.evals.results import ResultsFile, episode_key
+from wmkit.evals.runner import make_env, run_episode
+
+__all__ = ["AgentSpec", "EnvSpec", "EvalConfig", "run_suite"]
+
+TARGET_PREFIX = "wmkit."
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EnvSpec(_Strict):
+    """An environment of the suite: a registered id and its constructor arguments."""
+
+    id: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentSpec(_Strict):
+    """An agent of the suite: a tracker and a policy, each a Hydra ``_target_`` node."""
+
+    tracker: dict[str, Any]
+    policy: dict[str, Any]
+    oracle: bool = False
+
+    @field_validator("tracker", "policy")
+    @classmethod
+    def _own_target(cls, node: dict[str, Any]) -> dict[str, Any]:
+        target = node.get("_target_")
+        if not isinstance(target, str) or not target.startswith(TARGET_PREFIX):
+            raise ValueError(f"_target_ must name a class under {TARGET_PREFIX!r}, got {target!r}")
+        return node
+
+
+class EvalConfig(_Strict):
+    """The validated configuration of one ``wmkit-eval`` run."""
+
+    envs: dict[str, EnvSpec] = Field(min_length=1)
+    agents: dict[str, AgentSpec] = Field(min_length=1)
+    horizons: list[int] = Field(min_length=1)
+    seeds: list[int] = Field(min_length=1)
+    resume: bool = True
+    progress: bool = True
+
+
+def _build_agent(name: str, spec: AgentSpec, env: Any) -> Agent:
+    tracker_node = dict(spec.tracker)
+    params = inspect.signature(get_class(tracker_node["_target_"])).parameters
+    if "reader" in params and "reader" not in tracker_node:
+        reader = getattr(env.unwrapped, "reader", None)
+        if reader is None:
+            raise ValueError(f"agent {name!r}: its tracker needs a reader and the env has none")
+        tracker_node["reader"] = reader
+    return Agent(
+        name=name,
+        tracker=instantiate(tracker_node),
+        policy=instantiate(dict(spec.policy)),
+        oracle=spec.oracle,
+    )
+
+
+def run_suite(
+    config: EvalConfig, out_dir: str | Path, console: Console | None = None
+) -> dict[str, Path]:
+    """Run every (env, horizon, seed, agent) episode not yet in ``out_dir``, then rank.
+
+    Args:
+        config: the validated suite.
+        out_dir: where ``results.jsonl``, ``leaderboard.md`` and the plot go.
+        console: rich console for progress (a quiet one when None).
+
+    Returns:
+        Paths of the written ``results`` file, ``markdown`` leaderboard and ``plot``.
+    """
+    out = Path(out_dir)
+    results = ResultsFile(out / "results.jsonl")
+    done = {episode_key(r) for r in results.rows()} if config.resume else set()
+    plan = [
+        (env_name, horizon, seed, agent_name)
+        for env_name in config.envs
+        for horizon in config.horizons
+        for seed in config.seeds
+        for agent_name in config.agents
+        if (env_name, horizon, agent_name, seed) not in done
+    ]
+    console = console or Console(quiet=not config.progress)
+    if done:
+        console.print(f"resuming: {len(done)} episodes already in {results.path}")
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, disable=not config.progress) as bar:
+        task = bar.add_task("episodes", total=len(plan))
+        envs: dict[tuple[str, int], Any] = {}
+        for env_name, horizon, seed, agent_name in plan:
+            bar.update(task, description=f"{env_name} h={horizon} seed={seed} {agent_name}")
+            spec = config.envs[env_name]
+            env = envs.get((env_name, horizon))
+            if env is None:
+                env = envs[(env_name, horizon)] = make_env(spec.id, horizon, spec.kwargs)
+            agent = _build_agent(agent_name, config.agents[agent_name], env)
+            row = run_episode(env, agent, seed)
+            row.update(
+                env=env_name,
+                env_id=spec.id,
+                horizon=horizon,
+                seed=seed,
+                agent=agent_name,
+                oracle=agent.oracle,
+            )
+            results.append(row)
+            bar.advance(task)
+        for env in envs.values():
+            env.close()
+    paths = write_leaderboard(list(results.rows()), out)
+    return {"results": results.path, **paths}

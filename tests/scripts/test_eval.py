@@ -1,0 +1,104 @@
+"""wmkit-eval end to end: real Hydra composition, real subprocess runs, kill and resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+
+from wmkit.evals.runner import make_env
+from wmkit.evals.suite import EvalConfig, _build_agent
+
+EVAL = [sys.executable, "-m", "wmkit.scripts.eval"]
+AGENTS = ["oracle", "window", "memory", "random"]
+
+
+def _compose(*overrides):
+    with initialize_config_module("wmkit.configs", version_base="1.3"):
+        return compose("eval", overrides=list(overrides))
+
+
+def test_every_agent_option_composes_validates_and_builds():
+    config = EvalConfig.model_validate(OmegaConf.to_container(_compose(), resolve=True))
+    assert sorted(config.agents) == sorted(AGENTS)
+    env = make_env(config.envs["parcel"].id, 20, config.envs["parcel"].kwargs)
+    for name, spec in config.agents.items():
+        agent = _build_agent(name, spec, env)
+        assert agent.oracle == (name == "oracle")
+    debug = _compose("experiment=debug")
+    assert debug.horizons == [20, 40]
+
+
+def _run(*args, cwd, check=True):
+    proc = subprocess.run([*EVAL, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def _rows(run_dir):
+    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+
+
+def test_debug_run_writes_results_and_leaderboard(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _run("experiment=debug", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    rows = _rows(run_dir)
+    assert len(rows) == 2 * 2 * len(AGENTS)
+    oracle = [r for r in rows if r["agent"] == "oracle"]
+    window = [r for r in rows if r["agent"] == "window"]
+    assert all(r["oracle"] for r in oracle) and not any(r["oracle"] for r in window)
+    assert all(r["drift"]["mean"] == 0.0 for r in oracle)
+    assert all(r["drift"]["mean"] > 0.0 for r in window if r["horizon"] == 40)
+    board = (run_dir / "leaderboard.md").read_text()
+    assert "oracle †" in board and "| window |" in board
+    assert (run_dir / "leaderboard.png").stat().st_size > 10_000
+    assert "wmkit leaderboard" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("horizonz=[5]", "horizonz"),
+        ("horizons=[fifty]", "horizons"),
+        ("+agents.evil.tracker._target_=os.system", "_target_ must name a class under"),
+        ("agents=[windw]", "windw"),
+    ],
+)
+def test_config_mistakes_stop_with_a_clear_error(tmp_path, override, message):
+    proc = _run(
+        "experiment=debug", override, f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path, check=False
+    )
+    assert proc.returncode != 0
+    assert message in proc.stderr + proc.stdout
+    assert not (tmp_path / "r" / "results.jsonl").exists()
+
+
+def test_killed_run_resumes_without_losing_or_repeating_episodes(tmp_path):
+    run_dir = tmp_path / "run"
+    args = [*EVAL, "experiment=debug", f"hydra.run.dir={run_dir}"]
+    proc = subprocess.Popen(
+        args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    results = run_dir / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if results.exists() and results.read_bytes().count(b"\n") >= 3:
+            break
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = results.read_bytes().count(b"\n")
+    assert 3 <= before < 2 * 2 * len(AGENTS), "kill landed outside the run"
+    proc = _run("experiment=debug", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert f"resuming: {before} episodes" in proc.stderr
+    rows = _rows(run_dir)
+    keys = [(r["env"], r["horizon"], r["agent"], r["seed"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 2 * 2 * len(AGENTS)
+    assert Path(run_dir / "leaderboard.md").exists()

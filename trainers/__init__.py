@@ -1,0 +1,1 @@
+"""Training of the value network and the rule distiller (later issues)."""

@@ -1,0 +1,1 @@
+"""Trackers and policies, and the agents made of them."""

@@ -1,0 +1,1 @@
+"""Loggers behind one interface (local JSONL now; W&B and TensorBoard later)."""
