@@ -16,7 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from wmkit.evals.metrics import ProbeOutcome, breakage_by_chain, breakage_half_life
+from wmkit.evals.metrics import (
+    BREAKAGE_BINS,
+    ProbeOutcome,
+    breakage_by_chain,
+    breakage_half_life,
+)
 from wmkit.evals.results import ResultsFile
 from wmkit.evals.stats import Aggregate, aggregate
 
@@ -33,6 +38,17 @@ def _outcomes(rows: Iterable[dict[str, Any]]) -> list[ProbeOutcome]:
     return [ProbeOutcome(c, bool(ok), k) for row in rows for c, ok, k in row["probes"]]
 
 
+def _label(row: dict[str, Any], several_variants: bool) -> str:
+    # Rows of different sweep jobs (variants) stay apart, labelled by their overrides.
+    return (
+        f"{row['agent']} ({row.get('variant') or 'defaults'})" if several_variants else row["agent"]
+    )
+
+
+def _several_variants(rows: Sequence[dict[str, Any]]) -> bool:
+    return len({row.get("variant", "") for row in rows}) > 1
+
+
 def summarise(rows: Sequence[dict[str, Any]]) -> list[Summary]:
     """Group episode rows by (env, horizon, agent) and aggregate each over seeds.
 
@@ -43,9 +59,10 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[Summary]:
         ``breakage`` (per-seed share of probes answered wrong) and ``score``, plus
         pooled ``breakage_by_chain`` and ``half_life``.
     """
+    several = _several_variants(rows)
     groups: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
-        groups[(row["env"], int(row["horizon"]), row["agent"])].append(row)
+        groups[(row["env"], int(row["horizon"]), _label(row, several))].append(row)
     out = []
     for (env, horizon, agent), members in sorted(groups.items()):
         members.sort(key=lambda r: r["seed"])
@@ -124,17 +141,26 @@ def _plot(
     import matplotlib.pyplot as plt
 
     envs = sorted({r["env"] for r in rows})
+    several = _several_variants(rows)
     fig, axes = plt.subplots(2, len(envs), figsize=(6 * len(envs), 8), squeeze=False)
     for col, env in enumerate(envs):
         horizon = max(int(r["horizon"]) for r in rows if r["env"] == env)
         by_agent: dict[str, list[list[float]]] = defaultdict(list)
+        oracles = set()
         for r in rows:
             if r["env"] == env and int(r["horizon"]) == horizon:
-                by_agent[r["agent"]].append(r["drift_series"])
+                by_agent[_label(r, several)].append(r["drift_series"])
+                if r.get("oracle"):
+                    oracles.add(_label(r, several))
         ax = axes[0][col]
         for agent, series in sorted(by_agent.items()):
             length = min(len(s) for s in series)
-            ax.plot(np.mean([s[:length] for s in series], axis=0), label=agent)
+            oracle = agent in oracles
+            ax.plot(
+                np.mean([s[:length] for s in series], axis=0),
+                label=f"{agent} {ORACLE_MARK}" if oracle else agent,
+                linestyle="--" if oracle else "-",
+            )
         ax.set(
             title=f"{env}: drift per step (horizon {horizon})",
             xlabel="step",
@@ -147,12 +173,13 @@ def _plot(
             if s["env"] == env and s["horizon"] == horizon and s["breakage_by_chain"]:
                 edges = list(s["breakage_by_chain"])
                 ax.plot(
-                    range(len(edges)),
+                    [BREAKAGE_BINS.index(e) for e in edges],
                     [s["breakage_by_chain"][e][0] for e in edges],
                     marker="o",
-                    label=s["agent"],
+                    label=f"{s['agent']} {ORACLE_MARK}" if s["oracle"] else s["agent"],
+                    linestyle="--" if s["oracle"] else "-",
                 )
-                ax.set_xticks(range(len(edges)), [f"{e}+" for e in edges])
+        ax.set_xticks(range(len(BREAKAGE_BINS)), [f"{e}+" for e in BREAKAGE_BINS])
         ax.axhline(0.5, color="grey", linestyle=":")
         ax.set(
             title=f"{env}: breakage by chain length",

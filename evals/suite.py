@@ -6,7 +6,9 @@ A run is resumable: episodes already in ``results.jsonl`` are skipped.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
 from pathlib import Path
 from typing import Any
 
@@ -79,14 +81,21 @@ def _build_agent(name: str, spec: AgentSpec, env: Any) -> Agent:
     )
 
 
+def _fingerprint(*specs: BaseModel) -> str:
+    text = json.dumps([s.model_dump(mode="json") for s in specs], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def run_suite(
-    config: EvalConfig, out_dir: str | Path, console: Console | None = None
+    config: EvalConfig, out_dir: str | Path, *, variant: str = "", console: Console | None = None
 ) -> dict[str, Path]:
     """Run every (env, horizon, seed, agent) episode not yet in ``out_dir``, then rank.
 
     Args:
         config: the validated suite.
         out_dir: where ``results.jsonl``, ``leaderboard.md`` and the plot go.
+        variant: a label for this run's settings (a sweep job's overrides), kept in every
+            row so a merged sweep leaderboard keeps the jobs apart.
         console: rich console for progress (a quiet one when None).
 
     Returns:
@@ -94,7 +103,20 @@ def run_suite(
     """
     out = Path(out_dir)
     results = ResultsFile(out / "results.jsonl")
-    done = {episode_key(r) for r in results.rows()} if config.resume else set()
+    done: dict[tuple[str, int, str, int], str] = {}
+    if config.resume:
+        done = {episode_key(r): r["spec"] for r in results.rows()}
+    specs = {
+        (env_name, agent_name): _fingerprint(env_spec, agent_spec)
+        for env_name, env_spec in config.envs.items()
+        for agent_name, agent_spec in config.agents.items()
+    }
+    for (env_name, _, agent_name, _), spec in done.items():
+        if specs.get((env_name, agent_name), spec) != spec:
+            raise ValueError(
+                f"{results.path} holds {env_name}/{agent_name} episodes run with other "
+                "settings; resume only with the same configuration, or use a new run folder"
+            )
     plan = [
         (env_name, horizon, seed, agent_name)
         for env_name in config.envs
@@ -130,6 +152,8 @@ def run_suite(
                 seed=seed,
                 agent=agent_name,
                 oracle=agent.oracle,
+                variant=variant,
+                spec=specs[(env_name, agent_name)],
             )
             results.append(row)
             bar.advance(task)

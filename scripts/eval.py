@@ -28,11 +28,17 @@ def run(cfg: DictConfig) -> dict[str, Path]:
     except ValidationError as err:
         raise SystemExit(f"wmkit-eval: invalid configuration:\n{err}") from None
     console = Console(stderr=True)
-    out = Path(HydraConfig.get().runtime.output_dir)
-    paths = run_suite(config, out, console=console)
+    hydra_cfg = HydraConfig.get()
+    out = Path(hydra_cfg.runtime.output_dir)
+    # A sweep job's own overrides tell it apart from its siblings in a merged leaderboard.
+    variant = ",".join(o for o in hydra_cfg.overrides.task if not o.startswith("hydra"))
+    try:
+        paths = run_suite(config, out, variant=variant, console=console)
+    except ValueError as err:
+        raise SystemExit(f"wmkit-eval: {err}") from None
     console.print(f"results: {paths['results']}")
     console.print(f"leaderboard: {paths['markdown']} (plot: {paths['plot']})")
-    if HydraConfig.get().mode.name != "MULTIRUN":
+    if hydra_cfg.mode.name != "MULTIRUN":
         print(paths["markdown"].read_text())
     return paths
 

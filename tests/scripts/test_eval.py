@@ -102,3 +102,53 @@ def test_killed_run_resumes_without_losing_or_repeating_episodes(tmp_path):
     keys = [(r["env"], r["horizon"], r["agent"], r["seed"]) for r in rows]
     assert len(keys) == len(set(keys)) == 2 * 2 * len(AGENTS)
     assert Path(run_dir / "leaderboard.md").exists()
+
+
+def test_sweep_on_the_joblib_launcher_merges_into_one_leaderboard(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    _run(
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "experiment=debug",
+        "agents=[window]",
+        "agents.window.tracker.k=2,20",
+        f"hydra.sweep.dir={sweep_dir}",
+        cwd=tmp_path,
+    )
+    jobs = sorted(p.parent for p in sweep_dir.rglob("results.jsonl"))
+    assert len(jobs) == 2
+    ks = [OmegaConf.load(job / ".hydra" / "config.yaml").agents.window.tracker.k for job in jobs]
+    assert sorted(ks) == [2, 20]
+    drifts = {
+        k: sum(r["drift"]["mean"] for r in _rows(job)) for k, job in zip(ks, jobs, strict=True)
+    }
+    assert drifts[2] > drifts[20]  # a shorter window forgets more
+    merged = subprocess.run(
+        [sys.executable, "-m", "wmkit.evals.leaderboard", str(sweep_dir)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "8 episodes from 2 files" in merged.stdout
+    assert (sweep_dir / "leaderboard.md").exists()
+
+
+def test_resuming_with_other_settings_is_refused(tmp_path):
+    run_dir = tmp_path / "run"
+    _run(
+        "experiment=debug", "agents=[window]", "seeds=[0]", f"hydra.run.dir={run_dir}", cwd=tmp_path
+    )
+    before = (run_dir / "results.jsonl").read_bytes()
+    proc = _run(
+        "experiment=debug",
+        "agents=[window]",
+        "seeds=[0]",
+        "envs.parcel.kwargs.load=2",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "run with other settings" in proc.stderr
+    assert (run_dir / "results.jsonl").read_bytes() == before

@@ -104,7 +104,7 @@ def _compile(source: str) -> Condition:
     try:
         tree = ast.parse(source, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError) as err:
-        raise ConditionError(f"condition {source!r} is not an expression: {err}") from None
+        raise ConditionError(f"condition {_show(source)} is not an expression: {err}") from None
     # Iterative walk: a hostile tree must not be able to exhaust our own stack.
     nodes = 0
     stack: list[tuple[ast.AST, int]] = [(tree, 0)]
@@ -112,16 +112,25 @@ def _compile(source: str) -> Condition:
         node, depth = stack.pop()
         nodes += 1
         if nodes > MAX_NODES:
-            raise ConditionError(f"condition {source!r} has more than {MAX_NODES} nodes")
+            raise ConditionError(f"condition {_show(source)} has more than {MAX_NODES} nodes")
         if depth > MAX_DEPTH:
-            raise ConditionError(f"condition {source!r} nests deeper than {MAX_DEPTH}")
+            raise ConditionError(f"condition {_show(source)} nests deeper than {MAX_DEPTH}")
         _check_node(node, source)
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+        # A callee was checked with its Call; walking it would meet a refused Name.
+        children = node.args if isinstance(node, ast.Call) else ast.iter_child_nodes(node)
+        stack.extend((child, depth + 1) for child in children)
     return Condition(source, tree)
 
 
+def _show(source: str) -> str:
+    """Quote a condition for an error message, cut to a readable length."""
+    return repr(source) if len(source) <= 80 else repr(source[:77] + "...")
+
+
 def _check_node(node: ast.AST, source: str) -> None:
-    what = f"in condition {source!r}"
+    what = f"in condition {_show(source)}"
+    if isinstance(node, ast.Attribute):
+        raise ConditionError(f"attribute access .{node.attr} is not allowed {what}")
     if not isinstance(node, _ALLOWED):
         raise ConditionError(f"{type(node).__name__} is not allowed {what}")
     if isinstance(node, ast.Constant) and not (
@@ -132,6 +141,8 @@ def _check_node(node: ast.AST, source: str) -> None:
         raise ConditionError(f"name {node.id!r} is not allowed {what}; the only name is 'step'")
     if isinstance(node, ast.Call):
         func = node.func.id if isinstance(node.func, ast.Name) else None
+        if isinstance(node.func, ast.Attribute):
+            raise ConditionError(f"attribute access .{node.func.attr} is not allowed {what}")
         if func not in _ARITY:
             shown = func or type(node.func).__name__
             raise ConditionError(
@@ -140,19 +151,12 @@ def _check_node(node: ast.AST, source: str) -> None:
         if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
             raise ConditionError(f"{func}() takes plain positional arguments only {what}")
         if len(node.args) not in _ARITY[func]:
-            raise ConditionError(f"{func}() takes {_ARITY[func]} arguments, not {len(node.args)}")
-        node.func.ctx = _CALLEE  # marks the one Name that may be a function
+            counts = " or ".join(map(str, _ARITY[func]))
+            raise ConditionError(f"{func}() takes {counts} arguments, not {len(node.args)}, {what}")
     if isinstance(node, ast.BinOp):
         for side in (node.left, node.right):
             if isinstance(side, ast.Constant) and isinstance(side.value, str):
                 raise ConditionError(f"arithmetic on the string {side.value!r} {what}")
-
-
-class _Callee(ast.Load):
-    """Context marking a Name used as a callee, so the Name check lets it through."""
-
-
-_CALLEE = _Callee()
 
 
 def evaluate(condition: Condition | str, lookup: FactLookup, *, step: int) -> bool:
@@ -178,9 +182,9 @@ def evaluate(condition: Condition | str, lookup: FactLookup, *, step: int) -> bo
     except ConditionError:
         raise
     except (TypeError, ValueError, ArithmeticError) as err:
-        raise ConditionError(f"condition {condition.source!r} failed: {err}") from None
+        raise ConditionError(f"condition {_show(condition.source)} failed: {err}") from None
     if not isinstance(value, bool):
-        raise ConditionError(f"condition {condition.source!r} gave {value!r}, not true/false")
+        raise ConditionError(f"condition {_show(condition.source)} gave {value!r}, not true/false")
     return value
 
 
@@ -190,9 +194,9 @@ class _Scope:
     def __init__(self, lookup: FactLookup, step: int, deadline: float, source: str) -> None:
         self.lookup, self.step, self.deadline, self.source = lookup, step, deadline, source
 
-    def eval(self, node: ast.AST) -> Any:  # noqa: C901 - one small case per node type
+    def eval(self, node: ast.AST) -> Any:
         if time.perf_counter() > self.deadline:
-            raise ConditionError(f"condition {self.source!r} ran past {TIME_LIMIT_S}s")
+            raise ConditionError(f"condition {_show(self.source)} ran past {TIME_LIMIT_S}s")
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
@@ -209,7 +213,7 @@ class _Scope:
             return -self.number(node.operand)
         if isinstance(node, ast.Compare):
             left = self.eval(node.left)
-            for op, right_node in zip(node.ops, node.comparators):
+            for op, right_node in zip(node.ops, node.comparators, strict=True):
                 right = self.eval(right_node)
                 if not _COMPARE[type(op)](left, right):
                     return False
@@ -224,26 +228,28 @@ class _Scope:
     def boolean(self, node: ast.AST) -> bool:
         value = self.eval(node)
         if not isinstance(value, bool):
-            raise ConditionError(f"condition {self.source!r}: {value!r} is not true/false")
+            raise ConditionError(f"condition {_show(self.source)}: {value!r} is not true/false")
         return value
 
     def number(self, node: ast.AST) -> int | float:
         value = self.eval(node)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConditionError(f"condition {self.source!r}: {value!r} is not a number")
+            raise ConditionError(f"condition {_show(self.source)}: {value!r} is not a number")
         return value
 
     def call(self, func: str, args: list[Any]) -> Any:
         if func == "num":
             (value,) = args
             if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-                raise ConditionError(f"condition {self.source!r}: num({value!r})")
+                raise ConditionError(f"condition {_show(self.source)}: num({value!r})")
             number = float(value)  # ValueError for non-numeric text: reported above
             if not math.isfinite(number):
-                raise ConditionError(f"condition {self.source!r}: num({value!r}) is not finite")
+                raise ConditionError(
+                    f"condition {_show(self.source)}: num({value!r}) is not finite"
+                )
             return number
         if not all(isinstance(a, str) for a in args):
-            raise ConditionError(f"condition {self.source!r}: {func}() takes strings")
+            raise ConditionError(f"condition {_show(self.source)}: {func}() takes strings")
         objects = self.lookup(args[0], args[1])
         if func == "fact":
             return objects[0] if len(objects) == 1 else None

@@ -5,7 +5,8 @@ src)]``, in nested ``immutables.Map``s, so ``outgoing`` and ``incoming`` cost
 O(degree) and never scan the other edges. The graph is a persistent value: every
 change returns a new graph in O(log n) and leaves the old one intact.
 
-TTL expiry uses a persistent heap of ``(expires_at, src, relation, dst)``. Removing or
+TTL expiry uses a persistent heap keyed by ``(expires_at, seq)`` whose items are edge
+keys (``seq`` counts additions: cheap integer ties, deterministic order). Removing or
 re-adding an edge leaves its old heap entry behind; ``expire`` drops such stale
 entries when it meets them (lazy invalidation), so it costs O((expired + stale) log n)
 and each entry is popped once: never a scan of all edges.
@@ -58,7 +59,7 @@ class RelationGraph:
     At most one edge per key: adding an existing key replaces that edge.
     """
 
-    __slots__ = ("_count", "_expiry", "_floor", "_in", "_out")
+    __slots__ = ("_count", "_expiry", "_floor", "_in", "_out", "_seq")
 
     def __init__(self, *, confidence_floor: float = 0.0) -> None:
         """Create an empty graph.
@@ -72,14 +73,16 @@ class RelationGraph:
         self._floor = float(confidence_floor)
         self._out: immutables.Map = _EMPTY
         self._in: immutables.Map = _EMPTY
-        self._expiry: _pheap.Heap = None
+        self._expiry: _pheap.Heap = None  # entries ((expires_at, seq), (src, relation, dst))
         self._count = 0
+        self._seq = 0
 
-    def _with(self, out: immutables.Map, in_: immutables.Map, expiry: _pheap.Heap, count: int):
+    def _with(
+        self, out: immutables.Map, in_: immutables.Map, expiry: _pheap.Heap, count: int, seq: int
+    ) -> RelationGraph:
         new = object.__new__(RelationGraph)
-        new._floor, new._out, new._in, new._expiry, new._count = (
-            self._floor, out, in_, expiry, count,
-        )  # fmt: skip
+        new._floor, new._out, new._in = self._floor, out, in_
+        new._expiry, new._count, new._seq = expiry, count, seq
         return new
 
     @property
@@ -104,6 +107,9 @@ class RelationGraph:
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RelationGraph({self._count} edges; confidence_floor={self._floor})"
 
     def edge(self, src: str, relation: str, dst: str) -> Edge:
         """Return the edge ``(src, relation, dst)``.
@@ -165,10 +171,17 @@ class RelationGraph:
         Raises:
             ConfidenceError, UnknownEntityError, InvalidEdgeError (empty relation, ttl < 1).
         """
-        return self.add_edges(
-            [Edge(src, relation, dst, confidence, step, None if ttl is None else step + ttl)],
-            entities=entities,
-        )
+        edge = Edge(src, relation, dst, confidence, step, None if ttl is None else step + ttl)
+        self._check(edge, entities)
+        adjacent = self._out.get(src, _EMPTY)
+        count = self._count + ((relation, dst) not in adjacent)
+        out = self._out.set(src, adjacent.set((relation, dst), edge))
+        in_ = self._in.set(dst, self._in.get(dst, _EMPTY).set((relation, src), edge))
+        expiry, seq = self._expiry, self._seq
+        if edge.expires_at is not None:
+            expiry = _pheap.push(expiry, (edge.expires_at, seq), (src, relation, dst))
+            seq += 1
+        return self._with(out, in_, expiry, count, seq)
 
     def add_edges(
         self, edges: Iterable[Edge], *, entities: Container[str] | None = None
@@ -180,13 +193,15 @@ class RelationGraph:
         """
         new_out: dict[str, dict[tuple[str, str], Edge]] = {}
         new_in: dict[str, dict[tuple[str, str], Edge]] = {}
-        expiring: list[tuple[tuple[int, str, str, str], None]] = []
+        expiring: list[tuple[tuple[int, int], tuple[str, str, str]]] = []
+        seq = self._seq
         for edge in edges:
             self._check(edge, entities)
             new_out.setdefault(edge.src, {})[edge.relation, edge.dst] = edge
             new_in.setdefault(edge.dst, {})[edge.relation, edge.src] = edge
             if edge.expires_at is not None:
-                expiring.append(((edge.expires_at, edge.src, edge.relation, edge.dst), None))
+                expiring.append(((edge.expires_at, seq), (edge.src, edge.relation, edge.dst)))
+                seq += 1
         count = self._count
         with self._out.mutate() as out:
             for src, adjacent in new_out.items():
@@ -198,25 +213,25 @@ class RelationGraph:
             for dst, adjacent in new_in.items():
                 in_[dst] = in_.get(dst, _EMPTY).update(adjacent)
             in_map = in_.finish()
-        expiring.sort()
+        expiring.sort(key=_first)  # keys are unique: items are never compared
         expiry = _pheap.merge(self._expiry, _pheap.from_sorted(expiring))
-        return self._with(out_map, in_map, expiry, count)
+        return self._with(out_map, in_map, expiry, count, seq)
 
     def _check(self, edge: Edge, entities: Container[str] | None) -> None:
-        name = f"{edge.src} -{edge.relation}-> {edge.dst}"
         if not edge.relation or not isinstance(edge.relation, str):
-            raise InvalidEdgeError(f"edge {name}: relation must be a non-empty string")
+            raise InvalidEdgeError(f"edge {_name(edge)}: relation must be a non-empty string")
         if not self._floor <= edge.confidence <= 1.0:
             raise ConfidenceError(
-                f"edge {name}: confidence {edge.confidence} is outside "
+                f"edge {_name(edge)}: confidence {edge.confidence} is outside "
                 f"[{self._floor} (the graph's floor), 1.0]"
             )
         if edge.expires_at is not None and edge.expires_at <= edge.step:
-            raise InvalidEdgeError(f"edge {name}: ttl must be >= 1 step")
+            raise InvalidEdgeError(f"edge {_name(edge)}: ttl must be >= 1 step")
         if entities is not None:
-            for end, entity_id in (("src", edge.src), ("dst", edge.dst)):
-                if entity_id not in entities:
-                    raise UnknownEntityError(f"edge {name}: dangling {end} {entity_id!r}")
+            if edge.src not in entities:
+                raise UnknownEntityError(f"edge {_name(edge)}: dangling src {edge.src!r}")
+            if edge.dst not in entities:
+                raise UnknownEntityError(f"edge {_name(edge)}: dangling dst {edge.dst!r}")
 
     def remove_edge(self, src: str, relation: str, dst: str) -> RelationGraph:
         """Return a graph without ``src -relation-> dst``.
@@ -230,19 +245,28 @@ class RelationGraph:
             _drop(self._in, dst, (relation, src)),
             self._expiry,  # its heap entry goes stale; expire() skips it
             self._count - 1,
+            self._seq,
         )
+
+    def next_expiry(self) -> int | None:
+        """Return the earliest expiry step in the heap (maybe stale), or None.
+
+        Only a lower bound on the next real expiry, which is all ``advance`` needs to
+        skip quiet steps.
+        """
+        return None if self._expiry is None else self._expiry[1][0]
 
     def expire(self, step: int) -> tuple[RelationGraph, tuple[Edge, ...]]:
         """Remove every edge with ``expires_at <= step``.
 
         Returns:
-            ``(graph, expired)``: the new graph and the removed edges, in
-            ``(expires_at, src, relation, dst)`` order.
+            ``(graph, expired)``: the new graph and the removed edges, by
+            ``expires_at``, then in the order they were added.
         """
         heap, out, in_ = self._expiry, self._out, self._in
         expired: list[Edge] = []
         while heap is not None and heap[1][0] <= step:
-            (expires_at, src, relation, dst), _, heap = _pheap.pop(heap)
+            (expires_at, _), (src, relation, dst), heap = _pheap.pop(heap)
             edge = out.get(src, _EMPTY).get((relation, dst))
             if edge is None or edge.expires_at != expires_at:
                 continue  # stale: removed, or re-added with another expiry
@@ -251,7 +275,15 @@ class RelationGraph:
             expired.append(edge)
         if heap is self._expiry:
             return self, ()
-        return self._with(out, in_, heap, self._count - len(expired)), tuple(expired)
+        return self._with(out, in_, heap, self._count - len(expired), self._seq), tuple(expired)
+
+
+def _name(edge: Edge) -> str:
+    return f"{edge.src} -{edge.relation}-> {edge.dst}"
+
+
+def _first(entry: tuple) -> object:
+    return entry[0]
 
 
 def _drop(index: immutables.Map, node: str, key: tuple[str, str]) -> immutables.Map:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple, Union
 
 import immutables
@@ -38,7 +38,7 @@ _RESERVED = "last_updated"  # set by the registry from the step, never by caller
 def canonical_id(entity_type: str, raw_id: str) -> str:
     """Return the canonical id of ``(entity_type, raw_id)``: ``"type:<16 hex>"``.
 
-    The digest is blake2b over ``type + "\\x00" + raw_id`` (the NUL keeps
+    The digest is blake2b over the type, a NUL byte and the raw id (the NUL keeps
     ``("ab", "c")`` and ``("a", "bc")`` apart), truncated to 64 bits. Deterministic
     across processes; 64 bits keep the chance of any collision among 10^6 ids of one
     type below 1e-7, and the registry refuses a collision rather than merging.
@@ -61,6 +61,8 @@ class EntityContract:
     entity_type: str
     attributes: frozenset[str] = frozenset()
     statuses: frozenset[str] = frozenset()
+    allowed: frozenset[str] = field(init=False, repr=False, compare=False)
+    """Every attribute name a caller may set, ``status`` included."""
 
     def __post_init__(self) -> None:
         if not _TYPE_NAME.match(self.entity_type):
@@ -72,11 +74,7 @@ class EntityContract:
         object.__setattr__(self, "statuses", frozenset(self.statuses))
         if _RESERVED in self.attributes:
             raise UnknownFieldError(f"{self.entity_type}: {_RESERVED!r} is reserved")
-
-    @property
-    def allowed(self) -> frozenset[str]:
-        """Every attribute name a caller may set, ``status`` included."""
-        return self.attributes | {"status"}
+        object.__setattr__(self, "allowed", self.attributes | {"status"})
 
 
 class Entity(NamedTuple):
@@ -133,6 +131,9 @@ class EntityRegistry:
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"EntityRegistry({len(self)} entities; types: {', '.join(sorted(self._contracts))})"
 
     @property
     def contracts(self) -> Mapping[str, EntityContract]:

@@ -1,0 +1,195 @@
+"""Templated text for the diagnostic families: render messages, and read them back.
+
+A family declares its message kinds once, as template strings with typed slots
+(``"{parcel} was delivered to {address}."``) and the claims each kind states. The same
+declaration renders observations and compiles the reader's regular expressions, so the
+writer and the reader cannot drift apart: every paraphrase a family can emit is a
+paraphrase its reader inverts.
+
+Observations are one message per line. ``TextBook.read`` matches each line against every
+template at once (one compiled alternation) and turns a match into the kind's claims, in
+text order; lines that match nothing (chatter) yield no claims.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import NamedTuple
+
+from wmkit.world.types import Claim
+
+__all__ = ["ClaimSpec", "Message", "MessageKind", "SlotType", "TextBook", "title_words"]
+
+
+def title_words(canonical: str) -> str:
+    """Return ``canonical`` with each word capitalised: ``5 oak rd`` -> ``5 Oak Rd``."""
+    return " ".join(word.capitalize() for word in canonical.split(" "))
+
+
+class SlotType(NamedTuple):
+    """How one kind of slot value looks in text and as a canonical string.
+
+    Attributes:
+        pattern: regular expression of the surface form; non-capturing groups only.
+        to_text: canonical value -> surface form.
+        to_canon: surface form -> canonical value; must invert ``to_text``.
+        entity: whether canonical values are entity ids (they count as mentioned when
+            the message is shown).
+    """
+
+    pattern: str
+    to_text: Callable[[str], str]
+    to_canon: Callable[[str], str]
+    entity: bool = False
+
+
+class ClaimSpec(NamedTuple):
+    """One claim a message kind states.
+
+    Attributes:
+        subject: a slot name whose value is the subject id, or a description
+            ``((relation, slot), ...)`` naming the subject by facts the reader holds.
+        relation: the relation set.
+        slot: the slot whose canonical value is the object; or None when ``value`` is.
+        value: a literal object, fixed by the kind (e.g. the status a scan implies).
+    """
+
+    subject: str | tuple[tuple[str, str], ...]
+    relation: str
+    slot: str | None = None
+    value: str | None = None
+
+
+class MessageKind(NamedTuple):
+    """A kind of message: its templates (``templates[0]`` canonical) and its claims."""
+
+    name: str
+    templates: tuple[str, ...]
+    claims: tuple[ClaimSpec, ...] = ()
+
+
+class Message(NamedTuple):
+    """One line to show: which template of which kind, filled with canonical values.
+
+    ``values`` is a tuple of ``(slot, canonical value)`` pairs so messages stay
+    immutable and hashable inside a frozen env state.
+    """
+
+    kind: str
+    variant: int
+    values: tuple[tuple[str, str], ...] = ()
+
+
+def _slots(template: str) -> list[str]:
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+
+
+class TextBook:
+    """The message kinds of one family, with their renderer and their reader.
+
+    Args:
+        kinds: the message kinds; names unique.
+        slot_types: slot name -> its ``SlotType``; every slot of every template needs one.
+
+    Raises:
+        ValueError: a template is malformed, repeats a slot, spans lines, uses an untyped
+            slot, or lacks a slot its kind's claims need.
+    """
+
+    def __init__(self, kinds: Iterable[MessageKind], slot_types: Mapping[str, SlotType]) -> None:
+        self.kinds: dict[str, MessageKind] = {}
+        self.slot_types = dict(slot_types)
+        for kind in kinds:
+            if kind.name in self.kinds:
+                raise ValueError(f"duplicate message kind {kind.name!r}")
+            self._validate(kind)
+            self.kinds[kind.name] = kind
+        self._reader: re.Pattern[str] | None = None
+        self._branches: dict[str, tuple[MessageKind, tuple[str, ...]]] = {}
+
+    def _validate(self, kind: MessageKind) -> None:
+        needed = set()
+        for claim in kind.claims:
+            if (claim.slot is None) == (claim.value is None):
+                raise ValueError(f"{kind.name}: a claim needs exactly one of slot or value")
+            if claim.slot is not None:
+                needed.add(claim.slot)
+            if isinstance(claim.subject, str):
+                needed.add(claim.subject)
+            else:
+                needed.update(slot for _, slot in claim.subject)
+        if not kind.templates:
+            raise ValueError(f"{kind.name}: no templates")
+        for template in kind.templates:
+            slots = _slots(template)
+            if "\n" in template or len(slots) != len(set(slots)):
+                raise ValueError(f"{kind.name}: multi-line or repeated slot: {template!r}")
+            if missing := [s for s in slots if s not in self.slot_types]:
+                raise ValueError(f"{kind.name}: untyped slots {missing} in {template!r}")
+            if missing := needed - set(slots):
+                raise ValueError(f"{kind.name}: template lacks {sorted(missing)}: {template!r}")
+
+    def variants(self, kind: str) -> int:
+        """Return how many templates ``kind`` has (variant 0 is the canonical one)."""
+        return len(self.kinds[kind].templates)
+
+    def render(self, message: Message) -> str:
+        """Return the line for ``message``: its template filled with surface forms."""
+        template = self.kinds[message.kind].templates[message.variant]
+        return template.format_map(
+            {slot: self.slot_types[slot].to_text(value) for slot, value in message.values}
+        )
+
+    def entities(self, message: Message) -> Iterator[str]:
+        """Yield the entity ids named in ``message`` (values of entity-typed slots)."""
+        for slot, value in message.values:
+            if self.slot_types[slot].entity:
+                yield value
+
+    def _compile(self) -> re.Pattern[str]:
+        # One alternation over every template of every kind; each branch is a named
+        # group ``t<n>`` that closes last, so ``match.lastgroup`` says which matched.
+        branches = []
+        for kind in self.kinds.values():
+            for template in kind.templates:
+                name = f"t{len(self._branches)}"
+                parts = []
+                slots = []
+                for literal, slot, _, _ in string.Formatter().parse(template):
+                    parts.append(re.escape(literal))
+                    if slot is not None:
+                        slots.append(slot)
+                        parts.append(f"(?P<{name}_{slot}>{self.slot_types[slot].pattern})")
+                branches.append(f"(?P<{name}>{''.join(parts)})")
+                self._branches[name] = (kind, tuple(slots))
+        return re.compile("|".join(branches))
+
+    def read(self, text: str) -> list[Claim]:
+        """Return every claim stated in ``text``, in text order.
+
+        A description subject comes out as the tuple ``((relation, canonical), ...)``;
+        resolving it is the reader's caller's job (it needs facts from earlier text).
+        """
+        if self._reader is None:
+            self._reader = self._compile()
+        claims: list[Claim] = []
+        for line in text.split("\n"):
+            match = self._reader.fullmatch(line.strip())
+            if match is None:
+                continue
+            name = match.lastgroup
+            kind, slots = self._branches[name]
+            values = {
+                slot: self.slot_types[slot].to_canon(match.group(f"{name}_{slot}"))
+                for slot in slots
+            }
+            for spec in kind.claims:
+                if isinstance(spec.subject, str):
+                    subject: str | tuple[tuple[str, str], ...] = values[spec.subject]
+                else:
+                    subject = tuple((rel, values[slot]) for rel, slot in spec.subject)
+                obj = values[spec.slot] if spec.slot is not None else spec.value
+                claims.append(Claim(subject, spec.relation, obj))
+        return claims

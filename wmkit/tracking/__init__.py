@@ -1,1 +1,0 @@
-"""Loggers behind one interface (local JSONL now; W&B and TensorBoard later)."""
