@@ -84,6 +84,10 @@ def test_wrong_types_are_strict():
     bad(json.dumps({**base, "src": 7}), "add_relation.src")
     bad(json.dumps({**base, "src": ""}), "add_relation.src")
     bad('["not", "an", "object"]', "object")
+    nested = {"kind": "schedule_event", "event_id": "e", "delay": 1, "reason": "x"}
+    inner = {**base, "confidence": "0.9"}
+    bad(json.dumps({**nested, "actions": [inner]}), "actions.0.add_relation.confidence")
+    bad(json.dumps({**nested, "delay": "1"}), "schedule_event.delay")
 
 
 def test_reason_is_required_and_not_blank():
@@ -105,22 +109,16 @@ def test_schedule_event_refuses_hostile_condition_and_nested_scheduling():
         "schedule_event.condition",
         "__import__",
     )
+    outer = {"kind": "schedule_event", "event_id": "e", "delay": 1, "reason": "x"}
     nested = {"kind": "schedule_event", "event_id": "f", "delay": 1, "reason": "y"}
-    bad(
-        json.dumps(
-            {"kind": "schedule_event", "event_id": "e", "delay": 1, "reason": "x", "actions": [nested]}
-        ),
-        "'schedule_event'",
-    )
-    bad(
-        json.dumps({"kind": "schedule_event", "event_id": "e", "delay": 1, "retry_steps": 2, "reason": "x"}),
-        "needs a condition",
-    )
+    bad(json.dumps({**outer, "actions": [nested]}), "'schedule_event'")
+    bad(json.dumps({**outer, "retry_steps": 2}), "needs a condition")
 
 
 def test_update_entity_needs_attributes_of_scalar_values():
-    bad('{"kind": "update_entity", "entity_id": "a", "attributes": {}, "reason": "x"}', "attributes")
-    bad('{"kind": "update_entity", "entity_id": "a", "attributes": {"k": null}, "reason": "x"}', "k")
+    update = {"kind": "update_entity", "entity_id": "a", "reason": "x"}
+    bad(json.dumps({**update, "attributes": {}}), "update_entity.attributes")
+    bad(json.dumps({**update, "attributes": {"k": None}}), "update_entity.attributes.k")
 
 
 def test_non_text_and_oversized_input():

@@ -106,8 +106,10 @@ def test_expire_cost_follows_expired_edges_not_graph_size():
 def test_add_edges_bulk_matches_single_adds_and_is_all_or_nothing():
     edges = [Edge("a", "r", "b", 1.0, 0, 3), Edge("b", "r", "c", 0.7, 1, None)]
     bulk = RelationGraph().add_edges(edges)
-    single = RelationGraph().add_edge("a", "r", "b", ttl=3).add_edge(
-        "b", "r", "c", confidence=0.7, step=1
+    single = (
+        RelationGraph()
+        .add_edge("a", "r", "b", ttl=3)
+        .add_edge("b", "r", "c", confidence=0.7, step=1)
     )
     assert bulk == single and len(bulk) == 2
     base = RelationGraph(confidence_floor=0.8)

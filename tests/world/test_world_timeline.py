@@ -117,10 +117,8 @@ def test_hostile_condition_refused_at_schedule_time_even_without_validation():
     with pytest.raises(ConditionError, match="__class__"):
         tl.schedule(sneaky)
     assert len(tl) == 0
-    with pytest.raises(ValueError, match="__import__"):
-        event("y", 1, condition="__import__('os')").model_copy()
-        ScheduledEvent(event_id="y", due=1, deadline=1, condition="x", reason="r")
-        EventTimeline().schedule(event("y", 1, condition="__import__('os')"))
+    with pytest.raises(ValueError, match="__import__"):  # a validated event checks it too
+        event("y", 1, condition="__import__('os')")
 
 
 def test_deadline_before_due_refused():

@@ -15,7 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -95,7 +95,7 @@ class CancelEvent(_Action):
 
 
 EffectAction = Annotated[
-    Union[UpdateEntity, AddRelation, RemoveRelation, CancelEvent],  # noqa: UP007
+    UpdateEntity | AddRelation | RemoveRelation | CancelEvent,
     Field(discriminator="kind"),
 ]
 """An action an event may carry: one that changes state and schedules nothing."""
@@ -116,7 +116,7 @@ class ScheduleEvent(_Action):
     delay: int = Field(ge=1)
     condition: str | None = None
     retry_steps: int = Field(0, ge=0)
-    actions: tuple[EffectAction, ...] = ()
+    actions: tuple[EffectAction, ...] = Field((), strict=False)  # a list is fine here
 
     @field_validator("condition")
     @classmethod
@@ -141,7 +141,7 @@ class Query(_Action):
 
 
 AtomicAction = Annotated[
-    Union[UpdateEntity, AddRelation, RemoveRelation, ScheduleEvent, CancelEvent, Query],  # noqa: UP007
+    UpdateEntity | AddRelation | RemoveRelation | ScheduleEvent | CancelEvent | Query,
     Field(discriminator="kind"),
 ]
 """Any atomic action, discriminated on ``kind``."""

@@ -15,7 +15,8 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple, Union
+from types import MappingProxyType
+from typing import NamedTuple
 
 import immutables
 
@@ -28,7 +29,7 @@ from wmkit.world.errors import (
 
 __all__ = ["Entity", "EntityContract", "EntityRegistry", "Scalar", "canonical_id"]
 
-Scalar = Union[str, int, float, bool]  # noqa: UP007 - runtime alias, must work on 3.10
+Scalar = str | int | float | bool
 """The type of an attribute value; facts carry it as ``str(value)``."""
 
 _TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
@@ -106,7 +107,9 @@ class EntityRegistry:
 
     def __init__(self, contracts: Iterable[EntityContract] = ()) -> None:
         """Create an empty registry that accepts the types of ``contracts``."""
-        self._contracts: Mapping[str, EntityContract] = {c.entity_type: c for c in contracts}
+        self._contracts: Mapping[str, EntityContract] = MappingProxyType(
+            {c.entity_type: c for c in contracts}
+        )
         self._entities: immutables.Map[str, Entity] = immutables.Map()
 
     def _with(self, entities: immutables.Map[str, Entity]) -> EntityRegistry:

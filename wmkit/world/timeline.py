@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 import immutables
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from wmkit.world import _pheap
 from wmkit.world.actions import EffectAction, Name, Reason
@@ -49,8 +49,15 @@ class ScheduledEvent(BaseModel):
     due: int
     deadline: int
     condition: str | None = None
-    actions: tuple[EffectAction, ...] = ()
+    actions: tuple[EffectAction, ...] = Field((), strict=False)  # a list is fine here
     reason: Reason = Field(description="Why the event was scheduled.")
+
+    @field_validator("condition")
+    @classmethod
+    def _compiles(cls, condition: str | None) -> str | None:
+        if condition is not None:
+            compile_condition(condition)
+        return condition
 
     @model_validator(mode="after")
     def _check(self) -> ScheduledEvent:

@@ -28,6 +28,7 @@ from wmkit.world.actions import (
     ScheduleEvent,
     UpdateEntity,
 )
+from wmkit.world.conditions import compile_condition
 from wmkit.world.errors import UnknownEntityError, WorldError
 from wmkit.world.graph import RelationGraph
 from wmkit.world.registry import EntityContract, EntityRegistry, Scalar
@@ -56,10 +57,8 @@ class World:
     @classmethod
     def create(cls, contracts: Iterable[EntityContract], *, confidence_floor: float = 0.0) -> World:
         """Return an empty world at step 0 that accepts the given entity types."""
-        return cls(
-            EntityRegistry(contracts), RelationGraph(confidence_floor=confidence_floor),
-            EventTimeline(),
-        )  # fmt: skip
+        graph = RelationGraph(confidence_floor=confidence_floor)
+        return cls(EntityRegistry(contracts), graph, EventTimeline())
 
     def objects(self, subject: str, relation: str) -> tuple[str, ...]:
         """Return the objects of facts ``(subject, relation, ·)``, sorted.
@@ -169,19 +168,30 @@ def _apply(world: World, action: AtomicAction) -> TransitionResult:
         return TransitionResult(replace(world, registry=registry))
     if isinstance(action, AddRelation):
         graph = world.graph.add_edge(
-            action.src, action.relation, action.dst, confidence=action.confidence,
-            step=world.step, ttl=action.ttl, entities=world.registry,
-        )  # fmt: skip
+            action.src,
+            action.relation,
+            action.dst,
+            confidence=action.confidence,
+            step=world.step,
+            ttl=action.ttl,
+            entities=world.registry,
+        )
         return TransitionResult(replace(world, graph=graph))
     if isinstance(action, RemoveRelation):
         graph = world.graph.remove_edge(action.src, action.relation, action.dst)
         return TransitionResult(replace(world, graph=graph))
     if isinstance(action, ScheduleEvent):
+        if action.condition is not None:
+            compile_condition(action.condition)  # a WorldError here, not pydantic's below
         due = world.step + action.delay
         event = ScheduledEvent(
-            event_id=action.event_id, due=due, deadline=due + action.retry_steps,
-            condition=action.condition, actions=action.actions, reason=action.reason,
-        )  # fmt: skip
+            event_id=action.event_id,
+            due=due,
+            deadline=due + action.retry_steps,
+            condition=action.condition,
+            actions=action.actions,
+            reason=action.reason,
+        )
         return TransitionResult(replace(world, timeline=world.timeline.schedule(event)))
     if isinstance(action, CancelEvent):
         timeline = world.timeline.cancel(action.event_id)
