@@ -47,13 +47,13 @@ import string
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
-import gymnasium
 import numpy as np
 from gymnasium import spaces
 from gymnasium.experimental.functional import FuncEnv
 
+from wmkit.envs.diagnostic import DiagnosticEnv
 from wmkit.envs.text import ClaimSpec, Message, MessageKind, SlotType, TextBook, title_words
 from wmkit.world.types import Claim, Delta, Fact, Probe, delta_info
 
@@ -718,6 +718,11 @@ def _short(pid: str) -> str:
 # --- the pure core ---------------------------------------------------------------------
 
 
+def _untouched(d: _Draft, step: int) -> list[int]:
+    """Active parcels booked before ``step`` with no request yet."""
+    return [i for i in d.active if d.parcels[i].request == "none" and d.parcels[i].booked_at < step]
+
+
 class ParcelFuncEnv(FuncEnv[ParcelState, str, str, int, bool, None, ParcelParams]):
     """The Parcel family as pure functions over an immutable ``ParcelState``.
 
@@ -964,11 +969,7 @@ class ParcelFuncEnv(FuncEnv[ParcelState, str, str, int, bool, None, ParcelParams
             d.book()
 
         if rng.random() < P_REQUEST:
-            pool = [
-                i
-                for i in d.active
-                if d.parcels[i].request == "none" and d.parcels[i].booked_at < step
-            ]
+            pool = _untouched(d, step)
             if pool:
                 i = rng.choice(pool)
                 self._request(d, i, d.parcels[i], recorrect=False)
@@ -978,11 +979,7 @@ class ParcelFuncEnv(FuncEnv[ParcelState, str, str, int, bool, None, ParcelParams
                 i = rng.choice(pool)
                 self._request(d, i, d.parcels[i], recorrect=True)
         if rng.random() < P_FIX:
-            pool = [
-                i
-                for i in d.active
-                if d.parcels[i].request == "none" and d.parcels[i].booked_at < step
-            ]
+            pool = _untouched(d, step)
             if pool:
                 i = rng.choice(pool)
                 p = d.parcels[i]
@@ -1047,104 +1044,27 @@ class ParcelFuncEnv(FuncEnv[ParcelState, str, str, int, bool, None, ParcelParams
 # --- the Gymnasium shell ---------------------------------------------------------------
 
 
-class ParcelEnv(gymnasium.Env[str, str]):
-    """``wmkit/Parcel-v0``: a thin stateful shell over ``ParcelFuncEnv``.
+class ParcelEnv(DiagnosticEnv):
+    """``wmkit/Parcel-v0``: the shared diagnostic shell over ``ParcelFuncEnv``.
 
-    Info keys every step: ``admissible_actions`` (sorted list[str]), ``score``
-    (cumulative int), ``max_score`` (requests issued so far), ``moves`` (steps taken).
-    With ``ground_truth=True`` also ``wm.state`` (sorted list[Fact]), ``wm.delta``
-    (``delta_info(action, event)``), ``wm.probes`` (list[Probe] due now),
-    ``wm.state_hash`` (str) and ``wm.mentioned`` (sorted entity ids named in this
-    step's observation); without it, no ``wm.*`` key at all.
-
-    ``terminated`` is always False; ``truncated`` is True once ``moves >= horizon``.
-    ``snapshot()`` returns the immutable state (the token), ``restore(token)`` resumes
-    from it; ``ParcelEnv.reader`` is the family's perfect reader, ``read``.
+    Besides the common keys (see ``DiagnosticEnv``), ``max_score`` counts the requests
+    issued so far. ``terminated`` is always False; the episode ends at ``horizon``.
+    ``ParcelEnv.reader`` is the family's perfect reader, ``read``.
 
     Args:
-        horizon: steps per episode, 20..1000.
-        load: parcels active at once, >= 1.
+        ground_truth: add the ``wm.*`` keys to ``info``.
+        horizon: steps per episode, 20..1000 (default 200).
+        load: parcels active at once, >= 1 (default 4).
         paraphrase_rate: probability a message uses a non-canonical template, 0..1.
         distractors: chatter lines per step, 0..50.
         indirection: probability a customer message names its parcel by description.
         probe_rate: probability that probes are due at a step, 0..1.
-        ground_truth: add the ``wm.*`` keys to ``info``.
 
     Raises:
         TypeError: a parameter has the wrong type or is unknown.
         ValueError: a parameter is out of range.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    core_class = ParcelFuncEnv
+    params_class = ParcelParams
     reader = staticmethod(read)
-
-    def __init__(
-        self,
-        *,
-        horizon: int = 200,
-        load: int = 4,
-        paraphrase_rate: float = 0.5,
-        distractors: int = 1,
-        indirection: float = 0.7,
-        probe_rate: float = 0.3,
-        ground_truth: bool = False,
-    ) -> None:
-        if not isinstance(ground_truth, bool):
-            raise TypeError(f"ground_truth must be a bool, got {ground_truth!r}")
-        self.params = ParcelParams(
-            horizon=horizon,
-            load=load,
-            paraphrase_rate=paraphrase_rate,
-            distractors=distractors,
-            indirection=indirection,
-            probe_rate=probe_rate,
-        )
-        self.core = ParcelFuncEnv(self.params)
-        self.observation_space = self.core.observation_space
-        self.action_space = self.core.action_space
-        self.ground_truth = ground_truth
-        self._state: ParcelState | None = None
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        """Start an episode; ``options`` is accepted and unused."""
-        super().reset(seed=seed)
-        self._state = self.core.initial(self.np_random)
-        return self.core.observation(self._state), self._info()
-
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Apply a command; returns ``(observation, reward, terminated, truncated, info)``."""
-        if self._state is None:
-            raise RuntimeError("call reset() before step()")
-        before = self._state
-        self._state = self.core.transition(before, action)
-        reward = float(self.core.reward(before, action, self._state))
-        truncated = self._state.step >= self.params.horizon
-        return self.core.observation(self._state), reward, False, truncated, self._info()
-
-    def snapshot(self) -> ParcelState:
-        """Return the current state; it is immutable, so the token is the state itself."""
-        if self._state is None:
-            raise RuntimeError("call reset() before snapshot()")
-        return self._state
-
-    def restore(self, token: ParcelState) -> None:
-        """Continue from a ``snapshot()`` token of an env with the same parameters.
-
-        Raises:
-            TypeError: ``token`` is not a ``ParcelState``.
-            ValueError: ``token`` was taken with different parameters.
-        """
-        if not isinstance(token, ParcelState):
-            raise TypeError(f"restore() needs a ParcelState token, got {type(token).__name__}")
-        if token.params != self.params:
-            raise ValueError(f"token has parameters {token.params}, this env {self.params}")
-        self._state = token
-
-    def _info(self) -> dict[str, Any]:
-        assert self._state is not None
-        info = self.core.state_info(self._state)
-        if self.ground_truth:
-            info.update(self.core.truth_info(self._state))
-        return info
