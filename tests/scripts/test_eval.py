@@ -152,3 +152,10 @@ def test_resuming_with_other_settings_is_refused(tmp_path):
     assert proc.returncode != 0
     assert "run with other settings" in proc.stderr
     assert (run_dir / "results.jsonl").read_bytes() == before
+
+
+def test_help_lists_groups_and_examples(tmp_path):
+    proc = _run("--help", cwd=tmp_path)
+    assert "wmkit-eval: run agents" in proc.stdout
+    assert "agents: memory, oracle, random, window" in proc.stdout
+    assert "experiment=debug" in proc.stdout
