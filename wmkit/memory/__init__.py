@@ -1,0 +1,72 @@
+"""Governed persistent memory (seed 002): source-bound states and fail-closed release.
+
+``types`` holds the records (``GovernedState`` and its authority and lifecycle);
+``store`` the SQLAlchemy Core tables and engines (SQLite or PostgreSQL); ``manager``
+the agent-facing ``StateManager``; ``governor`` the worker committing releases;
+``errors`` every error raised here.
+
+    memory = StateManager.open("runs/x/memory.db")
+    memory.set_state(fact_key("user", "budget"), 8000, source="user",
+                     authority="FACT", step=12)
+    memory.get_state(fact_key("user", "budget"), min_authority="FACT").state.value
+    memory.mark_for_release(fact_key("hotel", "choice"), "ARCHIVE", "user_cancellation")
+    Governor(memory.store).drain()
+"""
+
+from wmkit.memory.errors import (
+    DanglingDependencyError,
+    DependencyCycleError,
+    GovernanceError,
+    InvalidRecordError,
+    MissingStateError,
+    NotReleasableError,
+    OversizedValueError,
+    StoreError,
+    UnknownAuthorityError,
+    WriteConflictError,
+)
+from wmkit.memory.governor import Governor, GovernorReport
+from wmkit.memory.manager import DEFAULT_MAX_VALUE_BYTES, StateManager
+from wmkit.memory.store import Store
+from wmkit.memory.types import (
+    Authority,
+    GovernedState,
+    Lifecycle,
+    Lookup,
+    ReleaseEntry,
+    ReleaseOperation,
+    ReleaseStatus,
+    RollbackResult,
+    SetResult,
+    StoredState,
+    fact_key,
+)
+
+__all__ = [
+    "DEFAULT_MAX_VALUE_BYTES",
+    "Authority",
+    "DanglingDependencyError",
+    "DependencyCycleError",
+    "GovernanceError",
+    "GovernedState",
+    "Governor",
+    "GovernorReport",
+    "InvalidRecordError",
+    "Lifecycle",
+    "Lookup",
+    "MissingStateError",
+    "NotReleasableError",
+    "OversizedValueError",
+    "ReleaseEntry",
+    "ReleaseOperation",
+    "ReleaseStatus",
+    "RollbackResult",
+    "SetResult",
+    "StateManager",
+    "Store",
+    "StoreError",
+    "StoredState",
+    "UnknownAuthorityError",
+    "WriteConflictError",
+    "fact_key",
+]
