@@ -44,11 +44,12 @@ import math
 import random
 import re
 import string
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
-from itertools import chain
+from itertools import accumulate, chain
 from typing import Any, NamedTuple
 
+import immutables
 import numpy as np
 from gymnasium import spaces
 from gymnasium.experimental.functional import FuncEnv
@@ -107,6 +108,7 @@ PAIR_CAPACITY = len(PERSONS) * (len(PERSONS) - 1)  # ordered (sender, receiver) 
 # parcels stay active for a long time, so requests about them refer far back.
 PACES = ((2, 3), (2, 5), (6, 12))
 PACE_WEIGHTS = (3, 5, 2)
+_PACE_CUMULATIVE = tuple(accumulate(PACE_WEIGHTS))  # what choices() would build
 MIN_LIFE = 4  # steps from booking to delivery at the least: two events, gaps of >= 2
 P_DELAY = 0.15  # per scan event
 DELAY_STEPS = (3, 8)
@@ -444,15 +446,27 @@ class ParcelParams:
             )
 
 
-class Parcel(NamedTuple):
-    """One parcel: its facts, its hidden schedule, and when each fact was last stated.
+class _cached:  # lower case: used as a decorator, like the property it replaces
+    """``functools.cached_property`` without its lock, for values of immutable objects.
 
-    ``requested`` is ``""`` until a customer asks; ``request`` is ``none``, ``open`` or
-    ``served``. ``*_at`` fields are the steps of the observations that last stated a
-    fact (probe anchors); ``requested_at`` is the booking step when the request named
-    the parcel by description. ``facts`` and ``digest`` are derived (see ``_seal``).
+    Python 3.11's cached_property takes a lock on every first access, which costs more
+    than the small values cached here; a race can only compute the same value twice.
     """
 
+    def __init__(self, func: Callable[[Any], Any]) -> None:
+        self.func = func
+        self.name = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        # Stored in the instance dict, which shadows this (non-data) descriptor from now on.
+        value = instance.__dict__[self.name] = self.func(instance)
+        return value
+
+
+class _ParcelFields(NamedTuple):  # the fields of ``Parcel``
     id: str
     sender: str
     receiver: str
@@ -470,26 +484,64 @@ class Parcel(NamedTuple):
     status_at: int
     address_at: int
     requested_at: int
-    facts: tuple[Fact, ...] = ()
-    digest: int = 0
 
 
-def _seal(p: Parcel) -> Parcel:
-    # Facts are kept sorted by relation, so concatenating parcels in id order gives the
-    # sorted ``wm.state`` without a sort; the digest feeds the incremental state hash.
-    s = p.id
-    facts = [Fact(s, "address", p.address), Fact(s, "location", p.location)]
-    facts.append(Fact(s, "receiver", p.receiver))
-    if p.requested:
-        facts.append(Fact(s, "requested_address", p.requested))
-    facts += [Fact(s, "sender", p.sender), Fact(s, "status", p.status)]
-    raw = repr(p[:-2]).encode()
-    digest = int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big")
-    return p._replace(facts=tuple(facts), digest=digest)
+class Parcel(_ParcelFields):
+    """One parcel: its facts, its hidden schedule, and when each fact was last stated.
+
+    ``requested`` is ``""`` until a customer asks; ``request`` is ``none``, ``open`` or
+    ``served``. ``*_at`` fields are the steps of the observations that last stated a
+    fact (probe anchors); ``requested_at`` is the booking step when the request named
+    the parcel by description. ``facts`` and ``digest`` are derived from the fields.
+    """
+
+    # A subclass of the NamedTuple (which has no __dict__) so that the derived values can
+    # be cached per parcel version: only ground truth needs them, so an episode without
+    # ground truth never pays for them, and one with it computes each version's once.
+
+    @_cached
+    def facts(self) -> tuple[Fact, ...]:
+        """The parcel's facts, sorted by relation (so ``wm.state`` needs no sort)."""
+        s = self.id
+        facts = [Fact(s, "address", self.address), Fact(s, "location", self.location)]
+        facts.append(Fact(s, "receiver", self.receiver))
+        if self.requested:
+            facts.append(Fact(s, "requested_address", self.requested))
+        facts += [Fact(s, "sender", self.sender), Fact(s, "status", self.status)]
+        return tuple(facts)
+
+    @_cached
+    def digest(self) -> int:
+        """A stable 64-bit digest of every field (the state hash sums them)."""
+        raw = repr(tuple(self)).encode()
+        return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big")
 
 
-@dataclass(frozen=True)
-class ParcelState:
+_Change = tuple[Parcel | None, Parcel]
+"""A parcel before and after one phase of a step; ``None`` before a booking."""
+
+
+class _ParcelStateFields(NamedTuple):  # the fields of ``ParcelState``
+    params: ParcelParams
+    seed: int
+    step: int
+    parcels: tuple[Parcel, ...]
+    by_id: tuple[int, ...]
+    active: tuple[int, ...]
+    corrected: tuple[int, ...]
+    used_ids: immutables.Map[str, None]
+    used_pairs: immutables.Map[tuple[str, str], None]
+    messages: tuple[Message, ...]
+    probes: tuple[Probe, ...]
+    action_changes: tuple[_Change, ...]
+    event_changes: tuple[_Change, ...]
+    admissible: tuple[str, ...]
+    reward: int
+    score: int
+    max_score: int
+
+
+class ParcelState(_ParcelStateFields):
     """The whole episode state at one step: an immutable value, the snapshot token.
 
     Attributes:
@@ -500,38 +552,49 @@ class ParcelState:
         by_id: indices into ``parcels`` sorted by parcel id.
         active: indices of parcels not yet delivered, in booking order.
         corrected: indices of parcels whose address or request changed after booking.
-        used_ids: parcel ids taken.
-        used_pairs: (sender, receiver) pairs taken; never reused, so descriptions are
-            unambiguous.
+        used_ids: parcel ids taken, as the keys of a persistent map: a booking shares
+            structure with the previous step's instead of copying every id ever used.
+        used_pairs: (sender, receiver) pairs taken, likewise; never reused, so
+            descriptions are unambiguous.
         messages: this step's observation, one message per line.
-        mentioned: sorted entity ids named in this step's observation.
         probes: probes due this step.
-        action_delta: fact change caused by the agent's command this step.
-        event_delta: fact change caused by scheduled world events this step.
+        action_changes: ``(before, after)`` of each parcel the agent's command changed
+            this step (``before`` is None for a new booking).
+        event_changes: the same for the world events of this step.
+        admissible: the admissible commands, sorted.
         reward: this step's reward.
         score: cumulative reward.
         max_score: requests issued so far (each can be served once for +1).
-        digest: sum of parcel digests mod 2**64 (incremental state hash).
+
+    Derived on first use (only ground truth needs them): ``mentioned``,
+    ``action_delta``, ``event_delta`` and ``digest``.
     """
 
-    params: ParcelParams
-    seed: int
-    step: int
-    parcels: tuple[Parcel, ...]
-    by_id: tuple[int, ...]
-    active: tuple[int, ...]
-    corrected: tuple[int, ...]
-    used_ids: frozenset[str]
-    used_pairs: frozenset[tuple[str, str]]
-    messages: tuple[Message, ...]
-    mentioned: tuple[str, ...]
-    probes: tuple[Probe, ...]
-    action_delta: Delta
-    event_delta: Delta
-    reward: int
-    score: int
-    max_score: int
-    digest: int
+    # A NamedTuple, being cheaper to build than a frozen dataclass (one per step),
+    # subclassed so that the derived values below can be cached on first use.
+
+    @_cached
+    def mentioned(self) -> tuple[str, ...]:
+        """Sorted entity ids named in this step's observation."""
+        return tuple(TEXT.mentioned(self.messages))
+
+    @_cached
+    def action_delta(self) -> Delta:
+        """Fact change caused by the agent's command this step."""
+        return _delta(self.action_changes)
+
+    @_cached
+    def event_delta(self) -> Delta:
+        """Fact change caused by scheduled world events this step."""
+        return _delta(self.event_changes)
+
+    @_cached
+    def digest(self) -> int:
+        """Sum of parcel digests mod 2**64 (the world part of ``state_hash``).
+
+        The next step's state gets it incrementally once it is known (see ``_Draft.freeze``).
+        """
+        return sum(p.digest for p in self.parcels) % 2**64
 
 
 def state_hash(state: ParcelState) -> str:
@@ -540,7 +603,7 @@ def state_hash(state: ParcelState) -> str:
     Covers the episode seed, the step and every parcel's facts, hidden schedule and
     anchors: equal hashes mean the same world at the same step of the same episode, the
     transposition key for search. The observation, probes and score are left out. Cheap:
-    parcel digests are summed incrementally as parcels change, never recomputed.
+    once a state's digest is known, later steps update it by the parcels they change.
     """
     head = hashlib.blake2b(f"{state.seed}/{state.step}".encode(), digest_size=8).digest()
     return f"{(int.from_bytes(head, 'big') + state.digest) % 2**64:016x}"
@@ -551,11 +614,11 @@ def _step_rng(seed: int, step: int) -> random.Random:
     return random.Random(seed * 1_000_003 + step)
 
 
-def _delta(before: dict[int, Parcel | None], parcels: list[Parcel]) -> Delta:
+def _delta(changes: tuple[_Change, ...]) -> Delta:
     added: set[Fact] = set()
     removed: set[Fact] = set()
-    for i, old in before.items():
-        new_facts = set(parcels[i].facts)
+    for old, new in changes:
+        new_facts = set(new.facts)
         old_facts = set(old.facts) if old is not None else set()
         added |= new_facts - old_facts
         removed |= old_facts - new_facts
@@ -567,7 +630,8 @@ class _Draft:
 
     Transitions stay pure: the draft copies the tuples it changes, never the input state.
     ``touched`` remembers each parcel as it was when the current phase (agent command,
-    then world events) first changed it, to split the delta by cause.
+    then world events) first changed it, to split the delta by cause. ``admissible`` is
+    the input state's commands until something they depend on changes, then None.
     """
 
     def __init__(self, state: ParcelState, step: int, rng: random.Random) -> None:
@@ -582,9 +646,9 @@ class _Draft:
         self.used_ids = state.used_ids
         self.used_pairs = state.used_pairs
         self.messages: list[Message] = []
-        self.digest = state.digest
         self.max_score = state.max_score
         self.touched: dict[int, Parcel | None] = {}
+        self.admissible: tuple[str, ...] | None = state.admissible
 
     def say(self, kind: str, **values: str) -> None:
         n = TEXT.variants(kind)
@@ -595,9 +659,21 @@ class _Draft:
     def put(self, i: int, parcel: Parcel) -> None:
         old = self.parcels[i]
         self.touched.setdefault(i, old)
-        parcel = _seal(parcel)
-        self.digest = (self.digest + parcel.digest - old.digest) % 2**64
+        if parcel.request != old.request or parcel.requested != old.requested:
+            self.admissible = None  # open requests decide the reroute commands
         self.parcels[i] = parcel
+
+    def retire(self, i: int) -> None:
+        self.active.remove(i)
+        self.admissible = None
+
+    def changes(self) -> tuple[_Change, ...]:
+        """Return the parcels changed in the phase now ending, and start the next phase."""
+        if not self.touched:
+            return ()
+        changes = tuple((old, self.parcels[i]) for i, old in self.touched.items())
+        self.touched = {}
+        return changes
 
     def mark_corrected(self, i: int) -> None:
         if i not in self.corrected:
@@ -624,25 +700,23 @@ class _Draft:
             lambda: ((a, b) for a in PERSONS for b in PERSONS if a != b),
             "sender/receiver pairs",
         )
-        self.used_ids = self.used_ids | {pid}
-        self.used_pairs = self.used_pairs | {(sender, receiver)}
-        pace = rng.choices(range(len(PACES)), PACE_WEIGHTS)[0]
+        self.used_ids = self.used_ids.set(pid, None)
+        self.used_pairs = self.used_pairs.set((sender, receiver), None)
+        pace = rng.choices(range(len(PACES)), cum_weights=_PACE_CUMULATIVE)[0]
         route = tuple(rng.sample(HUBS, rng.randint(2, 5)))
         address = _address(rng, ())
-        parcel = _seal(
-            Parcel(
-                id=pid, sender=sender, receiver=receiver, address=address,
-                location=route[0], status="booked", requested="", request="none",
-                route=route, hop=0, pace=pace, due=step + rng.randint(*PACES[pace]),
-                booked_at=step, location_at=step, status_at=step, address_at=step,
-                requested_at=-1,
-            )
+        parcel = Parcel(
+            id=pid, sender=sender, receiver=receiver, address=address,
+            location=route[0], status="booked", requested="", request="none",
+            route=route, hop=0, pace=pace, due=step + rng.randint(*PACES[pace]),
+            booked_at=step, location_at=step, status_at=step, address_at=step,
+            requested_at=-1,
         )  # fmt: skip
         i = len(self.parcels)
         self.parcels.append(parcel)
         self.touched[i] = None
-        self.digest = (self.digest + parcel.digest) % 2**64
         self.active.append(i)
+        self.admissible = None
         k = bisect.bisect_left(self.by_id, pid, key=lambda j: self.parcels[j].id)
         self.by_id = (*self.by_id[:k], i, *self.by_id[k:])
         self.say(
@@ -665,10 +739,17 @@ class _Draft:
             self.messages.insert(pos, Message("chatter", variant, values))
 
     def freeze(
-        self, *, reward: int, action_delta: Delta, event_delta: Delta, probes: tuple[Probe, ...]
+        self,
+        *,
+        reward: int,
+        action_changes: tuple[_Change, ...],
+        event_changes: tuple[_Change, ...],
+        probes: tuple[Probe, ...],
     ) -> ParcelState:
-        mentioned = sorted({e for m in self.messages for e in TEXT.entities(m)})
-        return ParcelState(
+        admissible = self.admissible
+        if admissible is None:
+            admissible = _admissible([self.parcels[i] for i in self.active])
+        state = ParcelState(
             params=self.params,
             seed=self.state.seed,
             step=self.step,
@@ -679,19 +760,27 @@ class _Draft:
             used_ids=self.used_ids,
             used_pairs=self.used_pairs,
             messages=tuple(self.messages),
-            mentioned=tuple(mentioned),
             probes=probes,
-            action_delta=action_delta,
-            event_delta=event_delta,
+            action_changes=action_changes,
+            event_changes=event_changes,
+            admissible=admissible,
             reward=reward,
             score=self.state.score + reward,
             max_score=self.max_score,
-            digest=self.digest,
         )
+        # Once a digest is known (ground truth on), keep it incremental: hash only the
+        # parcels this step changed, and prime the cached property of the new state.
+        # Without ground truth no digest is ever computed.
+        digest = self.state.__dict__.get("digest")
+        if digest is not None:
+            for old, new in action_changes + event_changes:
+                digest += new.digest - (old.digest if old is not None else 0)
+            state.__dict__["digest"] = digest % 2**64
+        return state
 
 
 def _fresh(
-    draw: Callable[[], Any], used: frozenset, everything: Callable[[], Iterable], what: str
+    draw: Callable[[], Any], used: Container, everything: Callable[[], Iterable], what: str
 ) -> Any:
     # Capacity is validated against the horizon, so a few draws almost always do;
     # stepping on past the horizon falls back to a scan before giving up loudly.
@@ -713,6 +802,23 @@ def _address(rng: random.Random, avoid: tuple[str, ...]) -> str:
 
 def _short(pid: str) -> str:
     return pid.removeprefix("parcel:")
+
+
+def _admissible(active: list[Parcel]) -> tuple[str, ...]:
+    # See ``ParcelFuncEnv.admissible_actions``. Built only when the active parcels or
+    # their requests change; other steps carry the previous state's tuple over.
+    ids = sorted(_short(p.id) for p in active)
+    receivers = sorted({p.receiver.removeprefix("person:") for p in active})
+    wanted = sorted({p.requested for p in active if p.request == "open"})
+    # Already sorted without a sort of the whole list: the verbs sort escalate < notify <
+    # reroute < track < wait, and ids have a fixed width, so each group is in order.
+    return (
+        *[f"escalate {pid}" for pid in ids],
+        *[f"notify {name}" for name in receivers],
+        *[f"reroute {pid} to {address}" for pid in ids for address in wanted],
+        *[f"track {pid}" for pid in ids],
+        "wait",
+    )
 
 
 # --- the pure core ---------------------------------------------------------------------
@@ -770,17 +876,16 @@ class ParcelFuncEnv(FuncEnv[ParcelState, str, str, int, bool, None, ParcelParams
         none: tuple = ()
         blank = ParcelState(
             params=params, seed=seed, step=0, parcels=none, by_id=none, active=none,
-            corrected=none, used_ids=frozenset(), used_pairs=frozenset(), messages=none,
-            mentioned=none, probes=none, action_delta=Delta(), event_delta=Delta(),
-            reward=0, score=0, max_score=0, digest=0,
+            corrected=none, used_ids=immutables.Map(), used_pairs=immutables.Map(), messages=none,
+            probes=none, action_changes=none, event_changes=none, admissible=none,
+            reward=0, score=0, max_score=0,
         )  # fmt: skip
         draft = _Draft(blank, 0, _step_rng(seed, 0))
         draft.say("intro")
         for _ in range(params.load):
             draft.book()
         draft.chatter(first=1)
-        event_delta = _delta(draft.touched, draft.parcels)
-        return draft.freeze(reward=0, action_delta=Delta(), event_delta=event_delta, probes=())
+        return draft.freeze(reward=0, action_changes=(), event_changes=draft.changes(), probes=())
 
     def transition(
         self, state: ParcelState, action: str, rng: Any = None, params: Any = None
@@ -793,16 +898,15 @@ class ParcelFuncEnv(FuncEnv[ParcelState, str, str, int, bool, None, ParcelParams
         step = state.step + 1
         draft = _Draft(state, step, _step_rng(state.seed, step))
         reward, accepted = self._command(draft, action)
-        action_delta = _delta(draft.touched, draft.parcels)
         if not accepted:
-            return draft.freeze(reward=0, action_delta=Delta(), event_delta=Delta(), probes=())
-        draft.touched = {}
+            return draft.freeze(reward=0, action_changes=(), event_changes=(), probes=())
+        action_changes = draft.changes()
         self._events(draft)
-        event_delta = _delta(draft.touched, draft.parcels)
+        event_changes = draft.changes()
         draft.chatter(first=1)
         probes = self._probes(draft)
         return draft.freeze(
-            reward=reward, action_delta=action_delta, event_delta=event_delta, probes=probes
+            reward=reward, action_changes=action_changes, event_changes=event_changes, probes=probes
         )
 
     def observation(self, state: ParcelState, rng: Any = None, params: Any = None) -> str:
@@ -827,7 +931,7 @@ class ParcelFuncEnv(FuncEnv[ParcelState, str, str, int, bool, None, ParcelParams
     def state_info(self, state: ParcelState, params: Any = None) -> dict[str, Any]:
         """Return the agent-visible info: admissible actions, score, max_score, moves."""
         return {
-            "admissible_actions": self.admissible_actions(state),
+            "admissible_actions": list(state.admissible),
             "score": state.score,
             "max_score": state.max_score,
             "moves": state.step,
@@ -852,16 +956,7 @@ class ParcelFuncEnv(FuncEnv[ParcelState, str, str, int, bool, None, ParcelParams
         parcel and each address of an open request (so wrong reroutes are admissible
         too: choosing the right parcel is the task).
         """
-        active = [state.parcels[i] for i in state.active]
-        wanted = sorted({p.requested for p in active if p.request == "open"})
-        actions = {"wait"}
-        for p in active:
-            pid = _short(p.id)
-            actions.add(f"track {pid}")
-            actions.add(f"escalate {pid}")
-            actions.add(f"notify {p.receiver.removeprefix('person:')}")
-            actions.update(f"reroute {pid} to {address}" for address in wanted)
-        return sorted(actions)
+        return list(state.admissible)
 
     # -- transition pieces --
 
@@ -963,7 +1058,7 @@ class ParcelFuncEnv(FuncEnv[ParcelState, str, str, int, bool, None, ParcelParams
                 d.say("scan", parcel=p.id, hub=hub)
             else:
                 d.put(i, p._replace(status="delivered", status_at=step, address_at=step, due=-1))
-                d.active.remove(i)
+                d.retire(i)
                 d.say("delivered", parcel=p.id, address=p.address)
         while len(d.active) < params.load:
             d.book()

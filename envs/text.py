@@ -25,7 +25,7 @@ __all__ = ["ClaimSpec", "Message", "MessageKind", "SlotType", "TextBook", "title
 
 def title_words(canonical: str) -> str:
     """Return ``canonical`` with each word capitalised: ``5 oak rd`` -> ``5 Oak Rd``."""
-    return " ".join(word.capitalize() for word in canonical.split(" "))
+    return " ".join(map(str.capitalize, canonical.split(" ")))
 
 
 class SlotType(NamedTuple):
@@ -108,6 +108,14 @@ class TextBook:
             self.kinds[kind.name] = kind
         self._reader: re.Pattern[str] | None = None
         self._branches: dict[str, tuple[MessageKind, tuple[str, ...]]] = {}
+        # Flat lookups for the hot path: render() runs for every line of every step.
+        self._templates = {name: kind.templates for name, kind in self.kinds.items()}
+        self._fixed = {  # lines without slots ("You wait."), rendered once
+            name: tuple(None if _slots(t) else t.format_map({}) for t in kind.templates)
+            for name, kind in self.kinds.items()
+        }
+        self._to_text = {slot: t.to_text for slot, t in self.slot_types.items()}
+        self._is_entity = {slot: t.entity for slot, t in self.slot_types.items()}
 
     def _validate(self, kind: MessageKind) -> None:
         needed = set()
@@ -133,20 +141,29 @@ class TextBook:
 
     def variants(self, kind: str) -> int:
         """Return how many templates ``kind`` has (variant 0 is the canonical one)."""
-        return len(self.kinds[kind].templates)
+        return len(self._templates[kind])
 
     def render(self, message: Message) -> str:
         """Return the line for ``message``: its template filled with surface forms."""
-        template = self.kinds[message.kind].templates[message.variant]
-        return template.format_map(
-            {slot: self.slot_types[slot].to_text(value) for slot, value in message.values}
+        kind, variant, values = message
+        if not values and (fixed := self._fixed[kind][variant]) is not None:
+            return fixed
+        to_text = self._to_text
+        return self._templates[kind][variant].format_map(
+            {slot: to_text[slot](value) for slot, value in values}
         )
 
     def entities(self, message: Message) -> Iterator[str]:
         """Yield the entity ids named in ``message`` (values of entity-typed slots)."""
+        is_entity = self._is_entity
         for slot, value in message.values:
-            if self.slot_types[slot].entity:
+            if is_entity[slot]:
                 yield value
+
+    def mentioned(self, messages: Iterable[Message]) -> list[str]:
+        """Return the sorted, distinct entity ids named in ``messages`` (``wm.mentioned``)."""
+        is_entity = self._is_entity
+        return sorted({value for m in messages for slot, value in m.values if is_entity[slot]})
 
     def _compile(self) -> re.Pattern[str]:
         # One alternation over every template of every kind; each branch is a named

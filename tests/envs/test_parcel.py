@@ -1,9 +1,23 @@
-"""Tests for wmkit/Parcel-v0: API, determinism, the reader, and the full-memory invariant."""
+"""Tests for wmkit/Parcel-v0: API, determinism, the reader, and the full-memory invariant.
+
+``test_parcel_matches_golden`` replays fixed episodes against ``golden/parcel.json`` and
+demands byte-identical observations, rewards, flags and infos, so that optimising the
+family cannot change what it does. A deliberate behaviour change re-records it, by hand
+and never from a test run::
+
+    python tests/envs/test_parcel.py --update-golden
+
+(then review the diff and say why in the commit).
+"""
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import json
 import random
 import string
+from pathlib import Path
 
 import gymnasium
 import pytest
@@ -520,6 +534,44 @@ def test_state_hash_is_stable_and_follows_the_world():
     assert info["wm.state_hash"] != a
 
 
+def test_state_hash_is_the_same_incremental_or_from_scratch():
+    # With ground truth the digest is carried over step by step; without it, it is
+    # computed from scratch on first use. Both must give the same hash.
+    rng = random.Random(14)
+    truth, plain = make(ground_truth=True), make()
+    _, info = truth.reset(seed=14)
+    plain.reset(seed=14)
+    for _ in range(120):
+        action = pick_action(rng, info)
+        info = truth.step(action)[-1]
+        plain.step(action)
+    scratch = make(ground_truth=True)
+    scratch.restore(plain.snapshot())  # a state whose digest nobody has asked for yet
+    truth_keys = {k: v for k, v in info.items() if k.startswith("wm.")}
+    assert scratch.core.truth_info(scratch.snapshot()) == truth_keys
+    assert scratch.step("wait")[-1]["wm.state_hash"] == truth.step("wait")[-1]["wm.state_hash"]
+
+
+def test_admissible_actions_match_their_definition():
+    # The list is carried over between steps and rebuilt only when it may change; check
+    # it against the documented definition at every step of a request-heavy episode.
+    env = make(ground_truth=True, load=6, indirection=0.0)
+    rng = random.Random(15)
+    _, info = env.reset(seed=15)
+    for _ in range(300):
+        state = env.snapshot()
+        active = [state.parcels[i] for i in state.active]
+        wanted = {p.requested for p in active if p.request == "open"}
+        expected = {"wait"}
+        for p in active:
+            pid = p.id.removeprefix("parcel:")
+            expected |= {f"track {pid}", f"escalate {pid}"}
+            expected.add("notify " + p.receiver.removeprefix("person:"))
+            expected |= {f"reroute {pid} to {address}" for address in wanted}
+        assert info["admissible_actions"] == sorted(expected)
+        _, _, _, _, info = env.step(pick_action(rng, info))
+
+
 def test_text_uses_paraphrases_and_names_from_seeded_pools():
     canonical = make(paraphrase_rate=0.0)
     varied = make(paraphrase_rate=1.0)
@@ -534,3 +586,94 @@ def test_params_dataclass_defaults():
     p = ParcelParams()
     assert (p.horizon, p.load, p.distractors) == (200, 4, 1)
     assert (p.paraphrase_rate, p.indirection, p.probe_rate) == (0.5, 0.7, 0.3)
+
+
+# --- golden trajectories -----------------------------------------------------------------
+
+GOLDEN = Path(__file__).parent / "golden" / "parcel.json"
+# Frozen: changing a case, the action script or the record format means re-recording.
+GOLDEN_STEPS = 150
+GOLDEN_FULL_INFO_EVERY = 50
+GOLDEN_CASES = (
+    {"seed": 0, "params": {}},
+    {"seed": 1, "params": {"paraphrase_rate": 1.0, "indirection": 1.0, "distractors": 3}},
+    # Short horizon: covers truncation and reset() without a seed mid-run.
+    {"seed": 2, "params": {"horizon": 60, "load": 8, "probe_rate": 1.0, "paraphrase_rate": 0.0}},
+)
+GOLDEN_REJECTED = ("dance", "track px-0001", "notify nobody", "reroute px-1234 to ???", "  WAIT ")
+
+
+def canonical_json(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def golden_run(seed: int, params: dict) -> dict:
+    """Play one golden episode; returns its JSON-ready record.
+
+    Steps are ``[action, observation, reward, terminated, truncated, info sha256]`` with
+    ``action`` None for a reset; full infos are kept every ``GOLDEN_FULL_INFO_EVERY`` steps.
+    """
+    env = make(ground_truth=True, **params)
+    rng = random.Random(seed)
+    obs, info = env.reset(seed=seed)
+    steps, infos = [], {}
+    for t in range(GOLDEN_STEPS + 1):
+        if t > 0:
+            if rng.random() < 0.05:
+                action = rng.choice(GOLDEN_REJECTED)
+            else:
+                action = rng.choice(info["admissible_actions"])
+            obs, reward, terminated, truncated, info = env.step(action)
+            row = [action, obs, reward, terminated, truncated]
+            if terminated or truncated:
+                steps.append([*row, sha(info)])
+                obs, info = env.reset()
+                row = [None, obs, 0.0, False, False]
+        else:
+            row = [None, obs, 0.0, False, False]
+        steps.append([*row, sha(info)])
+        if t % GOLDEN_FULL_INFO_EVERY == 0:
+            infos[str(t)] = json.loads(canonical_json(info))
+    return {"seed": seed, "params": params, "steps": steps, "infos": infos}
+
+
+def sha(info: dict) -> str:
+    return hashlib.sha256(canonical_json(info).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("case", range(len(GOLDEN_CASES)))
+def test_parcel_matches_golden(case):
+    golden = json.loads(GOLDEN.read_text())[case]
+    got = golden_run(**GOLDEN_CASES[case])
+    assert (got["seed"], got["params"]) == (golden["seed"], golden["params"])
+    assert len(got["steps"]) == len(golden["steps"])
+    for i, (mine, theirs) in enumerate(zip(got["steps"], golden["steps"], strict=True)):
+        assert mine == theirs, f"case {case}: row {i} differs from the golden record"
+    assert got["infos"] == golden["infos"]
+
+
+def update_golden() -> None:
+    records = [golden_run(**case) for case in GOLDEN_CASES]
+    GOLDEN.parent.mkdir(exist_ok=True)
+    # One row per line, so a re-recording reviews as a readable diff.
+    lines = []
+    for record in records:
+        rows = ",\n".join(canonical_json(row) for row in record["steps"])
+        infos = ",\n".join(
+            f"{canonical_json(k)}:{canonical_json(v)}" for k, v in record["infos"].items()
+        )
+        lines.append(
+            f'{{"seed":{record["seed"]},"params":{canonical_json(record["params"])},\n'
+            f'"steps":[\n{rows}],\n"infos":{{\n{infos}}}}}'
+        )
+    GOLDEN.write_text("[\n" + ",\n".join(lines) + "\n]\n")
+    print(f"wrote {GOLDEN} ({GOLDEN.stat().st_size} bytes)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--update-golden", action="store_true", help="re-record golden/parcel.json")
+    if parser.parse_args().update_golden:
+        update_golden()
+    else:
+        parser.print_help()

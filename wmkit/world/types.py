@@ -93,7 +93,8 @@ class WorldState:
     __slots__ = ("_facts", "_index")
 
     def __init__(self, facts: Iterable[Fact] = ()) -> None:
-        self._facts: frozenset[Fact] = frozenset(Fact(*f) for f in facts)
+        # Facts pass through as they are; only plain sequences (e.g. from JSON) are wrapped.
+        self._facts: frozenset[Fact] = frozenset(f if type(f) is Fact else Fact(*f) for f in facts)
         self._index: dict[tuple[str, str], tuple[str, ...]] | None = None
 
     @property
