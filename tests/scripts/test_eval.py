@@ -17,6 +17,8 @@ from wmkit.evals.suite import EvalConfig, _build_agent
 
 EVAL = [sys.executable, "-m", "wmkit.scripts.eval"]
 AGENTS = ["oracle", "window", "memory", "random"]
+ENVS = ["booking", "parcel", "smarthome", "vault"]
+DEBUG_EPISODES = len(ENVS) * 2 * 2 * len(AGENTS)  # envs x horizons x seeds x agents
 
 
 def _compose(*overrides):
@@ -50,7 +52,8 @@ def test_debug_run_writes_results_and_leaderboard(tmp_path):
     run_dir = tmp_path / "run"
     proc = _run("experiment=debug", f"hydra.run.dir={run_dir}", cwd=tmp_path)
     rows = _rows(run_dir)
-    assert len(rows) == 2 * 2 * len(AGENTS)
+    assert len(rows) == DEBUG_EPISODES
+    assert sorted({r["env"] for r in rows}) == ENVS
     oracle = [r for r in rows if r["agent"] == "oracle"]
     window = [r for r in rows if r["agent"] == "window"]
     assert all(r["oracle"] for r in oracle) and not any(r["oracle"] for r in window)
@@ -95,12 +98,12 @@ def test_killed_run_resumes_without_losing_or_repeating_episodes(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     before = results.read_bytes().count(b"\n")
-    assert 3 <= before < 2 * 2 * len(AGENTS), "kill landed outside the run"
+    assert 3 <= before < DEBUG_EPISODES, "kill landed outside the run"
     proc = _run("experiment=debug", f"hydra.run.dir={run_dir}", cwd=tmp_path)
     assert f"resuming: {before} episodes" in proc.stderr
     rows = _rows(run_dir)
     keys = [(r["env"], r["horizon"], r["agent"], r["seed"]) for r in rows]
-    assert len(keys) == len(set(keys)) == 2 * 2 * len(AGENTS)
+    assert len(keys) == len(set(keys)) == DEBUG_EPISODES
     assert Path(run_dir / "leaderboard.md").exists()
 
 
@@ -130,7 +133,7 @@ def test_sweep_on_the_joblib_launcher_merges_into_one_leaderboard(tmp_path):
         text=True,
         check=True,
     )
-    assert "8 episodes from 2 files" in merged.stdout
+    assert f"{2 * DEBUG_EPISODES // len(AGENTS)} episodes from 2 files" in merged.stdout
     assert (sweep_dir / "leaderboard.md").exists()
 
 
