@@ -1,0 +1,848 @@
+"""``wmkit/Jericho-v0``: any z-machine story through Jericho, ground truth from its object tree.
+
+``gymnasium.make("wmkit/Jericho-v0", game="905.z5", horizon=200, ground_truth=True)``.
+A bare file name is looked up in ``$WMKIT_GAMES_DIR``. A file that is not a z-machine
+story (wrong version byte, header pointing outside the file, truncated) is refused at
+construction with a ``ValueError`` naming it, before the emulator sees it: the emulator
+would ``exit()`` the whole process on such a file.
+
+Seeding. ``reset(seed=s)`` seeds ``np_random``, and the emulator's seed is drawn from
+it (in ``[1000, 2**31)``: frotz treats 0 as "seed from the clock" and 1..999 as a
+counting mode that is not random), so ``seed=0`` is a seed like any other and is never
+replaced by the walkthrough's seed. ``reset(options={"walkthrough_seed": True})`` asks
+for the seed Jericho's walkthrough was recorded with, explicitly.
+
+Ground truth (``ground_truth=True``) is read from the z-machine object table in the
+emulator's memory, with object names decoded from the story file (versions 3+; Jericho's
+own ``get_object`` overflows its 64-byte name buffer on long names, which corrupts the
+heap, and caps some games at 255 objects; neither is used here).
+
+* Entity ids: the object's short name, lower-case (``"gold watch"``); a name shared by
+  several objects gets ``#<number>`` (``"door#42"``), an unnamed object is ``"#<number>"``,
+  and the player object is ``"player"``. Ids are fixed when the game is loaded.
+* Facts: ``(obj, "in", parent)`` for every object with a parent (rooms have none), and
+  ``(obj, "attr", "<n>")`` for every attribute set (z-machine attribute numbers; what
+  they mean is the game's own business).
+* ``wm.delta``: the fact changes of the step, split by a counterfactual. Before the
+  command runs, ``wait`` is tried from the same state (same RNG) and undone: a change
+  the command made that waiting would have made too (a daemon, a timer, an NPC on its
+  rounds) is an *event*; every other change is the *action*'s. Games without a
+  ``wait`` verb get no events. This doubles the emulator's work per step.
+* ``wm.state_hash``: blake2b of the object table plus the RAM addresses Jericho marks
+  as world state for the game; a few microseconds, so it is computed every step.
+* ``wm.mentioned``: the objects whose full name appears, as whole words and ignoring
+  case, in the observation (names under 3 letters and the player excluded; a name
+  several objects share names those in the player's scope if any, else all of them).
+* ``wm.probes``: where-is questions ``(obj, "in", parent, anchor, "breakage")``. An
+  object is anchored at the last step its name appeared in the observation (the player:
+  the name of the player's parent, as in a room heading); a probe is asked, with
+  probability ``probe_rate`` a step, about one object anchored before this step that
+  has not moved since, so the answer is what the text showed at the anchor.
+
+TextWorld ``.z8`` files (names must start with ``tw-`` for Jericho to read their score)
+and other Inform 7 stories keep most object names in routines, not in the tree: those
+objects get ``#<number>`` ids, so they are never mentioned nor probed (TextWorld's own
+facts belong to ``wmkit/TextWorld-v0``); the words the parser knows them by still feed
+the valid-action search. Games Jericho does not know report score, max score and victory
+as 0/False (Jericho cannot read them), ``moves`` counts steps, and the player object is
+Jericho's guess (object 20, right for most Inform 6 games).
+
+``admissible_actions`` come from :mod:`wmkit.envs.jericho_actions` (templates x
+nouns in scope, filtered by trying them; cached by state hash). That costs a search per
+new state: under a second to tens of seconds on big games; ``admissible_actions=False``
+skips it and reports an empty list.
+
+Commands that make the interpreter touch files (``save``, ``restore``, ``script``,
+``recording``, ``replay``: they would write into the working directory or read from it,
+outside any snapshot) are refused: the observation is :data:`REFUSED`, the move is
+spent and the story does not run. A backslash is passed as a literal character (the
+interpreter's front end would take a line starting with a backslash and a letter as its
+own command, and loops forever on some).
+
+``snapshot()`` returns a token holding the emulator state (``get_state``) and the env's
+own bookkeeping; ``restore(token)`` continues from it exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import re
+from collections.abc import Iterable
+from itertools import chain
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
+
+import gymnasium
+import immutables
+import numpy as np
+from gymnasium import spaces
+from numpy.ctypeslib import as_ctypes
+
+try:
+    import jericho
+except ImportError as error:  # pragma: no cover - depends on the install
+    raise ImportError("wmkit/Jericho-v0 needs jericho: pip install 'wmkit[jericho]'") from error
+
+from wmkit.envs.jericho_actions import ValidActions, game_templates, get_state, set_state
+from wmkit.world.types import Delta, Fact, Probe, delta_info
+
+__all__ = [
+    "ACTION_MAX_BYTES",
+    "GAMES_DIR_VAR",
+    "REFUSED",
+    "EmulatorHalted",
+    "JerichoEnv",
+    "JerichoToken",
+    "check_story",
+    "find_game",
+]
+
+GAMES_DIR_VAR = "WMKIT_GAMES_DIR"
+"""Environment variable naming the folder bare game file names are looked up in."""
+
+ACTION_MAX_BYTES = 198
+"""The longest command the emulator reads (Jericho truncates longer ones)."""
+
+COUNTERFACTUAL = "wait"
+PLAYER = "player"
+_MIN_SEED = 1000  # frotz: 0 seeds from the clock, 1..999 select a non-random mode
+_MIN_NAME = 3
+
+# Every character Jericho can return (it decodes cp1252) minus control characters;
+# tabs and newlines stay, the other whitespace controls become spaces.
+_CP1252 = bytes(range(256)).decode("cp1252", errors="ignore")
+OBS_CHARSET = "".join(c for c in _CP1252 if c.isprintable() or c in "\n\t")
+_STRIP = re.compile("[" + re.escape("".join(c for c in _CP1252 if c not in OBS_CHARSET)) + "]")
+_SPACES = {ord(c): " " for c in "\r\x0b\x0c\xa0"}
+# Backslashes are accepted (escaped, counting twice) but left out of the space, so that
+# every string the space holds fits the emulator's buffer.
+_ACTION_CHARSET = "".join(chr(c) for c in range(32, 127) if chr(c) != "\\")
+# Story verbs that make the interpreter read or write files in the working directory.
+_FILE_VERBS = r"save|restore|script|transcript?|unscript|noscript|recording|replay"
+_FILE_COMMAND = re.compile(rf"(?:^|[.,;!?]|\bthen\b)\s*(?:{_FILE_VERBS})\b")
+REFUSED = "[wmkit: that command makes the story read or write files; it was not run.]"
+"""The observation for a refused file command."""
+
+
+class EmulatorHalted(RuntimeError):
+    """The z-machine stopped with a runtime error; the episode cannot go on."""
+
+
+class JerichoToken(NamedTuple):
+    """A :meth:`JerichoEnv.snapshot`: everything needed to continue identically.
+
+    Attributes:
+        game: the story file the token belongs to.
+        emulator: Jericho's ``get_state()`` tuple (memory, stack, registers, RNG).
+        step: commands taken since reset.
+        seed: the emulator seed of the episode (probes are drawn from it and the step).
+        over: whether the episode had ended.
+        rows: the object table (ground truth only).
+        facts: the facts per object (ground truth only).
+        anchors: ``{object: (step, parent)}`` of the probe anchors (ground truth only).
+    """
+
+    game: str
+    emulator: tuple
+    step: int
+    seed: int
+    over: bool
+    rows: np.ndarray | None
+    facts: tuple[tuple[Fact, ...], ...] | None
+    anchors: immutables.Map | None
+
+
+# --- the story file ---------------------------------------------------------------------
+
+
+def find_game(game: str | os.PathLike[str]) -> Path:
+    """Return the story file ``game`` names: a path, or a bare name in ``$WMKIT_GAMES_DIR``.
+
+    Raises:
+        FileNotFoundError: neither exists.
+    """
+    path = Path(game).expanduser()
+    if path.is_file():
+        return path.resolve()
+    games_dir = os.environ.get(GAMES_DIR_VAR)
+    if games_dir and path.parent == Path():
+        candidate = Path(games_dir) / path
+        if candidate.is_file():
+            return candidate.resolve()
+        raise FileNotFoundError(f"game file {str(game)!r} not found, nor in {games_dir}")
+    hint = f" (set {GAMES_DIR_VAR} to look bare names up in a folder)" if not games_dir else ""
+    raise FileNotFoundError(f"game file {str(game)!r} not found{hint}")
+
+
+def _word(data: bytes | np.ndarray, address: int) -> int:
+    return int(data[address]) << 8 | int(data[address + 1])
+
+
+def check_story(path: str | os.PathLike[str]) -> bytes:
+    """Return the story file's bytes after checking its header is a z-machine header.
+
+    Catches files the emulator would ``exit()`` or crash on: not a story at all, a
+    version byte outside 1..8, header addresses outside the file, a truncated file.
+
+    Raises:
+        ValueError: the file is not a usable z-machine story; the message names it.
+    """
+    data = Path(path).read_bytes()
+
+    def refuse(why: str) -> ValueError:
+        return ValueError(f"{path} is not a z-machine story file: {why}")
+
+    if len(data) < 64:
+        raise refuse(f"{len(data)} bytes, shorter than the 64-byte header")
+    version = data[0]
+    if not 1 <= version <= 8:
+        raise refuse(f"version byte is {version}, not 1..8")
+    size = len(data)
+    static = _word(data, 0x0E)
+    if not 64 <= static <= size:
+        raise refuse(f"static memory starts at {static}, outside the file")
+    for name, offset, limit in (("object table", 0x0A, static), ("dictionary", 0x08, size)):
+        address = _word(data, offset)
+        if not 64 <= address < limit:
+            raise refuse(f"{name} address {address} is outside the file")
+    scale = 2 if version <= 3 else 4 if version <= 5 else 8
+    length = _word(data, 0x1A) * scale
+    if length > size:
+        raise refuse(f"truncated: the header says {length} bytes, the file has {size}")
+    return data
+
+
+# Z-machine text (standard §3): three 5-bit characters a word, alphabets A0-A2.
+_A2 = " \n0123456789.,!?_#'\"/\\-:()"  # z-characters 6..31 of A2; 6 is the ZSCII escape
+_EXTRA = "äöüÄÖÜß»«ëïÿËÏáéíóúýÁÉÍÓÚÝàèìòùÀÈÌÒÙâêîôûÂÊÎÔÛåÅøØãñõÃÑÕæÆçÇþðÞÐ£œŒ¡¿"
+
+
+def _zscii(code: int) -> str:
+    if 32 <= code <= 126:
+        return chr(code)
+    if code == 13:
+        return "\n"
+    if 155 <= code < 155 + len(_EXTRA):
+        return _EXTRA[code - 155]
+    return "?"
+
+
+def _alphabets(data: bytes) -> tuple[str, str, str]:
+    custom = _word(data, 0x34) if data[0] >= 5 else 0
+    if not custom:
+        return "abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyz".upper(), _A2
+    table = "".join(_zscii(b) for b in data[custom : custom + 78])
+    return table[:26], table[26:52], table[52] + "\n" + table[54:]
+
+
+def _zstring(data: bytes, address: int, alphabets: tuple[str, str, str], depth: int = 0) -> str:
+    """Decode the z-string at ``address`` (versions 3+; abbreviations one level deep)."""
+    codes: list[int] = []
+    while address + 1 < len(data):
+        word = _word(data, address)
+        address += 2
+        codes += ((word >> 10) & 31, (word >> 5) & 31, word & 31)
+        if word & 0x8000:
+            break
+    out, shift, i = [], 0, 0
+    while i < len(codes):
+        code = codes[i]
+        i += 1
+        if code == 0:
+            out.append(" ")
+        elif code <= 3:
+            if i < len(codes) and depth == 0:
+                entry = _word(data, 0x18) + 2 * (32 * (code - 1) + codes[i])
+                out.append(_zstring(data, 2 * _word(data, entry), alphabets, 1))
+            i += 1
+        elif code <= 5:
+            shift = code - 3
+            continue
+        elif shift == 2 and code == 6:
+            if i + 1 < len(codes):
+                out.append(_zscii(codes[i] << 5 | codes[i + 1]))
+            i += 2
+        else:
+            out.append(alphabets[shift][code - 6])
+        shift = 0
+    return "".join(out)
+
+
+class _Layout(NamedTuple):
+    """Where the object table lies: object ``i`` (1-based) is the ``i-1``-th row."""
+
+    version: int
+    start: int
+    entry: int
+    count: int
+
+    @property
+    def attr_bytes(self) -> int:
+        return 4 if self.version <= 3 else 6
+
+
+def _layout(data: bytes) -> _Layout:
+    version = data[0]
+    small = version <= 3
+    entry = 9 if small else 14
+    start = _word(data, 0x0A) + (62 if small else 126)  # after the property defaults
+    # The table ends where the first property table begins (as infodump counts).
+    lowest, count = len(data), 0
+    while start + (count + 1) * entry <= lowest and count < 65535:
+        prop = _word(data, start + count * entry + entry - 2)
+        if prop < start + (count + 1) * entry:
+            break
+        lowest = min(lowest, prop)
+        count += 1
+    return _Layout(version, start, entry, count)
+
+
+def _names(data: bytes, layout: _Layout) -> list[str]:
+    """Return the short name of every object, index 0 unused; "" for unnamed."""
+    alphabets = _alphabets(data)
+    names = [""]
+    for i in range(layout.count):
+        prop = _word(data, layout.start + i * layout.entry + layout.entry - 2)
+        names.append(" ".join(_zstring(data, prop + 1, alphabets).split()) if data[prop] else "")
+    return names
+
+
+def _parser_words(data: bytes, layout: _Layout) -> list[list[str]]:
+    """Return the words the parser knows each object by, index 0 unused.
+
+    Inform stores them in property 1 (``name``) as dictionary addresses; where that
+    property is missing or holds anything else (other compilers), the list is empty.
+    """
+    alphabets = _alphabets(data)
+    dictionary = _word(data, 0x08)
+    start = dictionary + 1 + data[dictionary]  # after the word separators
+    entry, count = data[start], _word(data, start + 1)
+    first, end = start + 3, start + 3 + entry * count
+    words: list[list[str]] = [[]]
+    for i in range(layout.count):
+        address = _word(data, layout.start + i * layout.entry + layout.entry - 2)
+        address += 1 + 2 * data[address]  # skip the short name
+        found: list[str] = []
+        while address < len(data) and data[address]:
+            size = data[address]
+            if layout.version <= 3:
+                number, length, address = size & 31, (size >> 5) + 1, address + 1
+            elif size & 0x80:
+                number, length = size & 63, data[address + 1] & 63 or 64
+                address += 2
+            else:
+                number, length, address = size & 63, 2 if size & 0x40 else 1, address + 1
+            if number == 1 and length % 2 == 0:
+                refs = [_word(data, address + k) for k in range(0, length, 2)]
+                if all(first <= r < end and (r - first) % entry == 0 for r in refs):
+                    found = [_zstring(data, r, alphabets) for r in refs]
+                break
+            if number < 1:
+                break
+            address += length
+        words.append(found)
+    return words
+
+
+def _entity_ids(names: list[str], player: int) -> list[str]:
+    lowered = [name.lower() for name in names]
+    counts: dict[str, int] = {}
+    for name in lowered[1:]:
+        counts[name] = counts.get(name, 0) + 1
+    counts[PLAYER] = counts.get(PLAYER, 0) + 1
+    ids = [""]
+    for num, name in enumerate(lowered[1:], start=1):
+        if num == player:
+            ids.append(PLAYER)
+        elif not name:
+            ids.append(f"#{num}")
+        else:
+            ids.append(name if counts[name] == 1 else f"{name}#{num}")
+    return ids
+
+
+# --- the env ----------------------------------------------------------------------------
+
+
+def _clean(text: str) -> str:
+    # Jericho passes bell characters and other controls through; the space forbids them.
+    # (The isprintable() test is a fast path: a regex scan costs more than the wrapper.)
+    if text.replace("\n", "").isprintable() or _STRIP.search(text) is None:
+        return text
+    return _STRIP.sub("", text.translate(_SPACES))
+
+
+class JerichoEnv(gymnasium.Env[str, str]):
+    """``wmkit/Jericho-v0``: a z-machine game as a ``gymnasium.Env[str, str]``.
+
+    Observations are the game's text; actions are commands. Reward is the change of the
+    game's score this step; ``terminated`` means won or lost; ``truncated`` means
+    ``horizon`` commands were taken. Stepping on after either raises: call ``reset``.
+    Info keys every step: ``admissible_actions`` (sorted), ``score``, ``max_score``,
+    ``moves``; with ``ground_truth=True`` also ``wm.state``, ``wm.delta``,
+    ``wm.probes``, ``wm.state_hash``, ``wm.mentioned`` (module doc: what they hold).
+
+    Args:
+        game: the story file: a path, or a bare name found in ``$WMKIT_GAMES_DIR``.
+        horizon: commands per episode, >= 1.
+        ground_truth: add the ``wm.*`` keys to ``info``.
+        admissible_actions: search the valid actions every step (else an empty list).
+        probe_rate: probability that a where-is probe is asked at a step, 0..1.
+
+    Raises:
+        FileNotFoundError: the game file is missing.
+        ValueError: it is not a z-machine story, or a parameter is out of range.
+        TypeError: a parameter has the wrong type.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+
+    def __init__(
+        self,
+        *,
+        game: str | os.PathLike[str],
+        horizon: int = 1000,
+        ground_truth: bool = False,
+        admissible_actions: bool = True,
+        probe_rate: float = 0.1,
+    ) -> None:
+        for name, flag in (
+            ("ground_truth", ground_truth),
+            ("admissible_actions", admissible_actions),
+        ):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, got {flag!r}")
+        if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)):
+            raise TypeError(f"horizon must be an int, got {type(horizon).__name__} {horizon!r}")
+        if horizon < 1:
+            raise ValueError(f"horizon must be >= 1, got {horizon}")
+        if isinstance(probe_rate, bool) or not isinstance(probe_rate, (int, float)):
+            raise TypeError(f"probe_rate must be a number in [0, 1], got {probe_rate!r}")
+        if not 0.0 <= probe_rate <= 1.0:
+            raise ValueError(f"probe_rate must be in [0, 1], got {probe_rate}")
+        self.game = find_game(game)
+        story = check_story(self.game)
+        self.horizon = int(horizon)
+        self.ground_truth = ground_truth
+        self.probe_rate = float(probe_rate)
+        self.observation_space = spaces.Text(max_length=1 << 14, min_length=0, charset=OBS_CHARSET)
+        self.action_space = spaces.Text(
+            max_length=ACTION_MAX_BYTES, min_length=0, charset=_ACTION_CHARSET
+        )
+
+        self.frotz = jericho.FrotzEnv(str(self.game))
+        """The Jericho emulator (public for benchmarks; stepping it directly desyncs us)."""
+        lib = self.frotz.frotz_lib
+        self._lib = lib
+        self._ram = np.zeros(lib.getRAMSize(), dtype=np.uint8)
+        self._ram_c = as_ctypes(self._ram)
+        self._special = np.zeros(lib.get_special_ram_size(), dtype=np.uint8)
+        self._special_c = as_ctypes(self._special) if self._special.size else None
+        self._layout = layout = _layout(story)
+        end = layout.start + layout.count * layout.entry
+        if end > self._ram.size:
+            raise ValueError(f"{self.game}: object table ends at {end}, past dynamic memory")
+        self._table = self._ram[layout.start : end].reshape(layout.count, layout.entry)
+
+        self.player = self.frotz.player_obj_num
+        names = _names(story, layout)
+        self.entity_ids = _entity_ids(names, self.player)
+        """Entity id of every object, by object number (index 0 unused)."""
+        self._nouns = self._noun_of(names, _parser_words(story, layout))
+        self._by_name: dict[str, list[int]] = {}
+        for num, name in enumerate(names):
+            name = name.lower()
+            if num and num != self.player and len(name) >= _MIN_NAME and name[0].isalnum():
+                self._by_name.setdefault(name, []).append(num)
+        alternatives = "|".join(re.escape(n) for n in sorted(self._by_name, key=len, reverse=True))
+        self._mention_re = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)") if alternatives else None
+
+        self.templates = game_templates(self.frotz)
+        self.valid_actions = (
+            ValidActions(self.frotz, self.templates, self._state_hash, self.frotz.get_score)
+            if admissible_actions
+            else None
+        )
+        self._max_score = 0
+        self._seed = 0
+        self._step = 0
+        self._over = True
+        self._started = False
+        self._rows: np.ndarray | None = None
+        self._facts: tuple[tuple[Fact, ...], ...] | None = None
+        self._state_list: tuple[Fact, ...] | None = None
+        self._anchors: immutables.Map | None = None
+
+    # -- reading the tree --
+
+    def _read_ram(self) -> None:
+        self._lib.getRAM(self._ram_c)
+
+    def _state_hash(self) -> str:
+        """Hash of the object table and Jericho's world-state RAM addresses, read now."""
+        self._read_ram()
+        digest = hashlib.blake2b(self._table, digest_size=16)
+        if self._special_c is not None:
+            self._lib.get_special_ram(self._special_c)
+            digest.update(self._special)
+        return digest.hexdigest()
+
+    def _links(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return ``(parent, sibling, child)`` object numbers per row."""
+        if self._layout.version <= 3:
+            return (
+                rows[:, 4].astype(np.int64),
+                rows[:, 5].astype(np.int64),
+                rows[:, 6].astype(np.int64),
+            )
+        words = rows[:, 6:12].astype(np.int64)
+        return (
+            words[:, 0] << 8 | words[:, 1],
+            words[:, 2] << 8 | words[:, 3],
+            words[:, 4] << 8 | words[:, 5],
+        )
+
+    def _object_facts(self, rows: np.ndarray, nums: Iterable[int]) -> list[tuple[Fact, ...]]:
+        ids = self.entity_ids
+        parents = self._links(rows)[0]
+        bits = np.unpackbits(rows[:, : self._layout.attr_bytes], axis=1)
+        out = []
+        for num in nums:
+            i = num - 1
+            subject = ids[num]
+            facts = [Fact(subject, "attr", str(a)) for a in np.flatnonzero(bits[i]).tolist()]
+            parent = int(parents[i])
+            if 0 < parent <= self._layout.count:
+                facts.append(Fact(subject, "in", ids[parent]))
+            out.append(tuple(facts))
+        return out
+
+    def _noun_of(self, names: list[str], parser_words: list[list[str]]) -> list[str]:
+        """Per object, one word commands can name it by; "" if there is none.
+
+        The last short-name word among the words the parser knows it by (``"crank"``
+        of "hand crank", ``"acorn"`` of "(acorn3)"); else the last of those words; for
+        games that keep no such list, the last short-name word in the dictionary.
+        """
+        resolution = 6 if self._layout.version <= 3 else 9
+        dictionary = {w.word for w in self.frotz.get_dictionary()}
+        nouns = []
+        for name, known in zip(names, parser_words, strict=True):
+            words = re.findall(r"[a-z]+", name.lower())  # "(ball3)" is a ball
+            usable = [w for w in known if w.isalpha() and len(w) > 1]
+            if usable:
+                in_name = [w for w in words if w[:resolution] in usable]
+                nouns.append(in_name[-1] if in_name else usable[-1])
+            else:
+                in_dictionary = [w for w in words if len(w) > 1 and w[:resolution] in dictionary]
+                nouns.append(in_dictionary[-1] if in_dictionary else "")
+        return nouns
+
+    def _location(self, parents: np.ndarray) -> int:
+        """The player's outermost container (the room in Inform games); 0 if unknown."""
+        here, seen = self.player, 0
+        while 0 < here <= self._layout.count and seen <= self._layout.count:
+            up = int(parents[here - 1])
+            if up == 0:
+                return here if here != self.player else 0
+            here, seen = up, seen + 1
+        return 0
+
+    def _scope(self, rows: np.ndarray) -> list[int]:
+        """The player's location and what is in it (any depth), the player excluded."""
+        parents, siblings, children = self._links(rows)
+        root, count = self._location(parents), self._layout.count
+        found: list[int] = [root] if root else []
+        seen: set[int] = set()
+        stack = [int(children[root - 1])] if root else []
+        while stack:
+            num = stack.pop()
+            if not 0 < num <= count or num in seen:  # a damaged tree must not loop us
+                continue
+            seen.add(num)
+            if num != self.player:
+                found.append(num)
+            stack += (int(siblings[num - 1]), int(children[num - 1]))
+        return found
+
+    def _scope_nouns(self) -> tuple[list[str], set[str]]:
+        """Nouns of the objects in scope, and of those the player carries (any depth)."""
+        self._read_ram()
+        rows = self._table
+        scope = self._scope(rows)
+        parents = self._links(rows)[0]
+        held = set()
+        for num in scope:
+            here, depth = num, 0
+            while 0 < here <= len(parents) and depth < len(parents):
+                here, depth = int(parents[here - 1]), depth + 1
+                if here == self.player:
+                    held.add(self._nouns[num])
+                    break
+        return sorted({self._nouns[n] for n in scope} - {""}), held - {""}
+
+    # -- the Gymnasium API --
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Start an episode.
+
+        Args:
+            seed: seeds ``np_random``, from which the emulator seed is drawn.
+            options: ``{"walkthrough_seed": True}`` uses the seed Jericho recorded the
+                game's walkthrough with instead.
+
+        Raises:
+            ValueError: an unknown option, or no walkthrough seed for this game.
+        """
+        super().reset(seed=seed)
+        options = dict(options or {})
+        walkthrough = options.pop("walkthrough_seed", False)
+        if options:
+            raise ValueError(f"unknown reset options {sorted(options)}; known: walkthrough_seed")
+        if walkthrough:
+            if "seed" not in self.frotz.bindings:
+                raise ValueError(f"{self.game.name}: Jericho has no walkthrough seed for it")
+            self._seed = int(self.frotz.bindings["seed"])
+        else:
+            self._seed = int(self.np_random.integers(_MIN_SEED, 2**31 - 1))
+        # FrotzEnv.seed() replaces a falsy seed by the walkthrough's, so only a
+        # walkthrough seed of 0 ever reaches it as 0: that is the substitution we want.
+        self.frotz.seed(self._seed)
+        observation, _ = self.frotz.reset()
+        if self.frotz._emulator_halted():
+            raise EmulatorHalted(f"{self.game}: the story stopped with a runtime error on reset")
+        self._max_score = int(self.frotz.get_max_score())
+        self._step, self._over, self._started = 0, False, True
+        observation = _clean(observation)
+        if not self.ground_truth:
+            return observation, self._info()
+        self._read_ram()
+        self._rows = self._table.copy()
+        self._facts = tuple(self._object_facts(self._rows, range(1, self._layout.count + 1)))
+        self._state_list = None
+        self._anchors = immutables.Map()
+        return observation, self._info(observation, Delta(), Delta())
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Send one command; returns ``(observation, reward, terminated, truncated, info)``.
+
+        Raises:
+            RuntimeError: before ``reset``, or after the episode ended.
+            TypeError, ValueError: the command is not a string, has control characters
+                or is longer than :data:`ACTION_MAX_BYTES` bytes.
+            EmulatorHalted: the story stopped with a runtime error.
+
+        A command that would make the story read or write files is not run; its
+        observation is :data:`REFUSED` (module doc).
+        """
+        if self._over:
+            raise RuntimeError(
+                "the episode is over: call reset()"
+                if self._started
+                else "call reset() before step()"
+            )
+        if not isinstance(action, str):
+            raise TypeError(f"action must be a str, got {type(action).__name__}")
+        # Frotz's text front end reads a leading backslash as one of its own commands
+        # (and "\\help" then loops forever); a doubled backslash is a literal one.
+        command = action.replace("\\", "\\\\")
+        if not command.isprintable() or len(command.encode()) > ACTION_MAX_BYTES:
+            raise ValueError(
+                f"action must be one line of printable text of at most {ACTION_MAX_BYTES} "
+                f"bytes (a backslash counts twice), got {action!r:.80}"
+            )
+        lower = command.lower()
+        # Substring tests first: they cost a fraction of the regex on every step.
+        if (
+            "sav" in lower
+            or "restor" in lower
+            or "script" in lower
+            or "recor" in lower
+            or "repla" in lower
+        ) and _FILE_COMMAND.search(lower):
+            return self._refuse()
+        waited = self._counterfactual() if self.ground_truth else None
+        observation, reward, done, counters = self.frotz.step(command)
+        if self.frotz._emulator_halted():
+            self._over = True
+            raise EmulatorHalted(
+                f"{self.game}: the story stopped with a runtime error after {action!r} "
+                f"at step {self._step + 1}"
+            )
+        self._step += 1
+        terminated = bool(done)
+        truncated = not terminated and self._step >= self.horizon
+        self._over = terminated or truncated
+        observation = _clean(observation)
+        if not self.ground_truth:
+            return observation, float(reward), terminated, truncated, self._info(counters=counters)
+        action_delta, event_delta = self._advance(waited)
+        info = self._info(observation, action_delta, event_delta, counters)
+        return observation, float(reward), terminated, truncated, info
+
+    def _refuse(self) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Answer a file command without running it: a spent move, nothing changes."""
+        self._step += 1
+        truncated = self._step >= self.horizon
+        self._over = truncated
+        info = self._info(REFUSED, Delta(), Delta()) if self.ground_truth else self._info()
+        return REFUSED, 0.0, False, truncated, info
+
+    def snapshot(self) -> JerichoToken:
+        """Return a token to :meth:`restore` this exact point of the episode from."""
+        if not self._started:
+            raise RuntimeError("call reset() before snapshot()")
+        return JerichoToken(
+            str(self.game),
+            get_state(self.frotz),
+            self._step,
+            self._seed,
+            self._over,
+            self._rows,
+            self._facts,
+            self._anchors,
+        )
+
+    def restore(self, token: JerichoToken) -> None:
+        """Continue from a :meth:`snapshot` token of this game.
+
+        Raises:
+            TypeError: ``token`` is not a :class:`JerichoToken`.
+            ValueError: it belongs to another game, or ground truth was off when taken.
+        """
+        if not isinstance(token, JerichoToken):
+            raise TypeError(f"restore() needs a JerichoToken, got {type(token).__name__}")
+        if token.game != str(self.game):
+            raise ValueError(f"token is from {token.game}, this env plays {self.game}")
+        if self.ground_truth and token.rows is None:
+            raise ValueError("token was taken without ground truth; this env needs it")
+        set_state(self.frotz, token.emulator)
+        self._step, self._seed, self._over, self._started = token.step, token.seed, token.over, True
+        self._rows, self._facts, self._anchors = token.rows, token.facts, token.anchors
+        self._state_list = None
+        self._max_score = int(self.frotz.get_max_score())
+
+    def close(self) -> None:
+        """Free the emulator's memory; the env cannot be used afterwards."""
+        self.frotz.close()
+        self._over, self._started = True, False
+
+    # -- ground truth --
+
+    def _counterfactual(self) -> np.ndarray:
+        """Object table after ``wait`` from the current state; the state is then put back."""
+        start = get_state(self.frotz)
+        self.frotz.step(COUNTERFACTUAL)
+        self._read_ram()
+        rows = self._table.copy()
+        set_state(self.frotz, start)
+        return rows
+
+    def _advance(self, waited: np.ndarray) -> tuple[Delta, Delta]:
+        """Update the facts to the emulator's state; return the action and event deltas."""
+        before, facts = self._rows, self._facts
+        self._read_ram()
+        rows = self._table.copy()
+        changed = np.flatnonzero((rows != before).any(axis=1)) + 1
+        if changed.size == 0:
+            self._rows = rows
+            return Delta(), Delta()
+        event_nums = set((np.flatnonzero((waited != before).any(axis=1)) + 1).tolist())
+        new = self._object_facts(rows, changed)
+        both = sorted(event_nums.intersection(changed.tolist()))
+        wait_facts = dict(zip(both, self._object_facts(waited, both), strict=True))
+        updated = list(facts)
+        added: dict[bool, list[Fact]] = {True: [], False: []}
+        removed: dict[bool, list[Fact]] = {True: [], False: []}
+        for num, after in zip(changed.tolist(), new, strict=True):
+            old, now = set(facts[num - 1]), set(after)
+            waited_facts = set(wait_facts[num]) if num in event_nums else old
+            for fact in now - old:
+                added[fact in waited_facts].append(fact)
+            for fact in old - now:
+                removed[fact not in waited_facts].append(fact)
+            updated[num - 1] = after
+        self._rows, self._facts, self._state_list = rows, tuple(updated), None
+        return (
+            Delta(tuple(sorted(added[False])), tuple(sorted(removed[False]))),
+            Delta(tuple(sorted(added[True])), tuple(sorted(removed[True]))),
+        )
+
+    def _mentioned(self, observation: str) -> set[int]:
+        if self._mention_re is None:
+            return set()
+        named = {m.group() for m in self._mention_re.finditer(observation.lower())}
+        found: set[int] = set()
+        scope: set[int] | None = None
+        for name in named:
+            nums = self._by_name[name]
+            if len(nums) > 1:
+                if scope is None:
+                    scope = set(self._scope(self._rows))
+                near = [n for n in nums if n in scope]
+                nums = near or nums
+            found.update(nums)
+        return found
+
+    def _info(
+        self,
+        observation: str = "",
+        action_delta: Delta | None = None,
+        event_delta: Delta | None = None,
+        counters: dict[str, int] | None = None,
+    ) -> dict[str, Any]:
+        if counters is None:
+            counters = {"score": self.frotz.get_score(), "moves": self.frotz.get_moves()}
+        supported = self.frotz.is_fully_supported
+        state_hash = self._state_hash() if self.ground_truth or self.valid_actions else ""
+        info: dict[str, Any] = {
+            "admissible_actions": self._admissible(state_hash),
+            "score": int(counters["score"]),
+            "max_score": self._max_score,
+            "moves": int(counters["moves"]) if supported else self._step,
+        }
+        if not self.ground_truth:
+            return info
+        ids, step = self.entity_ids, self._step
+        parents = self._links(self._rows)[0]
+        mentioned = self._mentioned(observation)
+        anchored = set(mentioned)
+        if 0 < self.player <= len(parents) and int(parents[self.player - 1]) in mentioned:
+            anchored.add(self.player)
+        with self._anchors.mutate() as anchors:
+            for num in anchored:
+                anchors[num] = (step, int(parents[num - 1]))
+            self._anchors = anchors.finish()
+        if self._state_list is None:  # sorted once per change of the tree
+            self._state_list = tuple(sorted(chain.from_iterable(self._facts)))
+        info["wm.state"] = list(self._state_list)
+        info["wm.delta"] = delta_info(action_delta or Delta(), event_delta or Delta())
+        info["wm.probes"] = self._probes(parents)
+        info["wm.state_hash"] = state_hash
+        info["wm.mentioned"] = sorted(ids[n] for n in mentioned)
+        return info
+
+    def _probes(self, parents: np.ndarray) -> list[Probe]:
+        step = self._step
+        rng = random.Random(self._seed * 1_000_003 + step)
+        if step == 0 or rng.random() >= self.probe_rate:
+            return []
+        due = sorted(
+            num
+            for num, (anchor, parent) in self._anchors.items()
+            if anchor < step and parent and int(parents[num - 1]) == parent
+        )
+        if not due:
+            return []
+        num = rng.choice(due)
+        anchor, parent = self._anchors[num]
+        return [Probe(self.entity_ids[num], "in", self.entity_ids[parent], anchor, "breakage")]
+
+    def _admissible(self, state_hash: str) -> list[str]:
+        if self.valid_actions is None or self._over:
+            return []
+        return self.valid_actions(state_hash, *self._scope_nouns())

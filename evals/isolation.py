@@ -1,0 +1,278 @@
+"""Run an episode in a worker process, so a crash or a hang fails that episode only.
+
+An emulator (Jericho's frotz) runs C code in the caller's process: a segfault kills the
+caller, an infinite loop holds the GIL forever, and a fatal error calls ``exit()``. The
+unit of isolation is the episode: :func:`run_isolated` runs ``fn(*args, **kwargs)``
+in a fresh worker process and watches it; the steps inside stay in-process (a round
+trip per step would cost more than the 12-200 us a step takes).
+
+The worker proves it is alive through a shared heartbeat counter: :func:`beat` bumps
+it, and the :class:`Heartbeat` wrapper calls it after every ``reset`` and ``step``. A
+worker that goes ``heartbeat_timeout`` seconds without a beat is taken to hang and is
+killed. The worker's stderr is captured, so an emulator's last words ("Fatal error:
+Story file read error") end up in the error.
+
+    result = run_isolated(play_episode, "905.z5", 0, label="905.z5", heartbeat_timeout=60)
+
+``fn``, its arguments and its result must pickle (a module-level function, or a
+``functools.partial`` of one); the worker starts with ``forkserver`` where it exists
+(``spawn`` elsewhere), never by forking the caller.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import gymnasium
+
+__all__ = ["EpisodeFailed", "Heartbeat", "beat", "run_isolated"]
+
+T = TypeVar("T")
+
+_BEATS: Any = None  # the shared counter, set in a worker process only
+_POLL_S = 0.02
+_OUTPUT_TAIL = 4000  # characters of the worker's stderr kept in the error
+
+
+class EpisodeFailed(RuntimeError):
+    """An isolated episode crashed, hung, timed out or raised.
+
+    Attributes:
+        label: what the episode was (the game file, for Jericho).
+        reason: what went wrong, in words.
+        exitcode: the worker's exit code (negative: killed by that signal), or None.
+        traceback: the worker's traceback when ``fn`` raised, else None.
+        output: the end of what the worker wrote to stderr.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        reason: str,
+        *,
+        exitcode: int | None = None,
+        traceback: str | None = None,
+        output: str = "",
+    ) -> None:
+        message = f"episode {label} failed: {reason}"
+        if output.strip():
+            message += f"\n--- worker stderr (end) ---\n{output.rstrip()}"
+        super().__init__(message)
+        self.label = label
+        self.reason = reason
+        self.exitcode = exitcode
+        self.traceback = traceback
+        self.output = output
+
+    def __reduce__(self) -> tuple:
+        # Picklable (a sweep may ship it between processes) despite the keyword init.
+        keywords = {"exitcode": self.exitcode, "traceback": self.traceback, "output": self.output}
+        return (functools.partial(type(self), **keywords), (self.label, self.reason))
+
+
+def beat() -> None:
+    """Tell the watching process this worker is alive; a no-op outside a worker."""
+    if _BEATS is not None:
+        _BEATS.value += 1
+
+
+class Heartbeat(gymnasium.Wrapper):
+    """Calls :func:`beat` after every ``reset`` and ``step`` of the wrapped env.
+
+    Outside a worker of :func:`run_isolated` it only passes calls through.
+    """
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:  # noqa: D102
+        out = self.env.reset(**kwargs)
+        beat()
+        return out
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:  # noqa: D102
+        out = self.env.step(action)
+        beat()
+        return out
+
+
+def _worker(
+    fn: Callable[..., Any],
+    args: tuple,
+    kwargs: dict[str, Any],
+    sender: Any,
+    beats: Any,
+    log_path: str,
+) -> None:
+    global _BEATS
+    log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(log, 2)  # C code writes to fd 2 directly, so redirect the descriptor
+    os.close(log)
+    _BEATS = beats
+    beat()
+    try:
+        message: tuple = ("ok", fn(*args, **kwargs))
+    except BaseException as error:
+        message = ("error", f"{type(error).__name__}: {error}", traceback.format_exc())
+    try:
+        sender.send(message)
+    except Exception as error:  # the result or the exception does not pickle
+        sender.send(("error", f"cannot send the result back: {error!r}", traceback.format_exc()))
+    finally:
+        sys.stderr.flush()
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"crashed: the worker was killed by {name}"
+    return f"crashed: the worker exited with code {code} before returning a result"
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - _OUTPUT_TAIL))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _default_start_method() -> str:
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def run_isolated(
+    fn: Callable[..., T],
+    /,
+    *args: Any,
+    label: str | None = None,
+    heartbeat_timeout: float = 120.0,
+    total_timeout: float | None = None,
+    start_timeout: float = 120.0,
+    start_method: str | None = None,
+    **kwargs: Any,
+) -> T:
+    """Run ``fn(*args, **kwargs)`` in a watched worker process and return its result.
+
+    Args:
+        fn: a picklable callable (module-level function or a partial of one).
+        *args: its positional arguments (picklable).
+        label: names the episode in errors; default: ``kwargs["game"]`` if given,
+            else the function's name. Pass the game file.
+        heartbeat_timeout: seconds without a :func:`beat` after which the worker is
+            taken to hang and killed. It must exceed the slowest single step (or
+            whatever ``fn`` does between beats).
+        total_timeout: seconds after which the worker is killed anyway; None: no limit.
+        start_timeout: seconds the worker may take to start (a fresh interpreter
+            importing ``fn``'s module) before its first beat.
+        start_method: ``"forkserver"`` or ``"spawn"``; default forkserver where it exists.
+        **kwargs: keyword arguments of ``fn`` (picklable).
+
+    Returns:
+        What ``fn`` returned.
+
+    Raises:
+        EpisodeFailed: the worker crashed (signal or exit code), hung, ran past
+            ``total_timeout``, or ``fn`` raised; the reason says which.
+        TypeError: ``fn`` is not callable.
+        ValueError: a timeout is not positive, or the start method would fork the caller.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if not heartbeat_timeout > 0:
+        raise ValueError(f"heartbeat_timeout must be > 0 seconds, got {heartbeat_timeout}")
+    if total_timeout is not None and not total_timeout > 0:
+        raise ValueError(f"total_timeout must be > 0 seconds or None, got {total_timeout}")
+    if not start_timeout > 0:
+        raise ValueError(f"start_timeout must be > 0 seconds, got {start_timeout}")
+    method = start_method or _default_start_method()
+    if method not in ("forkserver", "spawn"):
+        raise ValueError(f"start_method must be 'forkserver' or 'spawn', got {method!r}")
+    if label is None:
+        label = str(kwargs["game"]) if "game" in kwargs else getattr(fn, "__qualname__", repr(fn))
+
+    ctx = multiprocessing.get_context(method)
+    beats = ctx.Value("Q", 0, lock=False)
+    receiver, sender = ctx.Pipe(duplex=False)
+    fd, log_path = tempfile.mkstemp(prefix="wmkit-worker-", suffix=".log")
+    os.close(fd)
+    process = ctx.Process(
+        target=_worker, args=(fn, args, kwargs, sender, beats, log_path)
+    )  # not a daemon, so that fn may start processes of its own; killed below if alive
+    try:
+        process.start()
+        sender.close()
+        message = _watch(process, receiver, beats, heartbeat_timeout, total_timeout, start_timeout)
+        process.join(5.0)  # it returned a result; a worker stuck in its exit is not our error
+        output = _tail(log_path)
+        if isinstance(message, str):
+            raise EpisodeFailed(label, message, exitcode=process.exitcode, output=output)
+        if message[0] == "ok":
+            if output:
+                sys.stderr.write(output)
+            return message[1]
+        raise EpisodeFailed(
+            label,
+            f"raised {message[1]}",
+            exitcode=process.exitcode,
+            traceback=message[2],
+            output=output,
+        )
+    finally:
+        if process.is_alive():
+            process.kill()
+            process.join()
+        receiver.close()
+        sender.close()
+        os.unlink(log_path)
+
+
+def _watch(
+    process: Any,
+    receiver: Any,
+    beats: Any,
+    heartbeat_timeout: float,
+    total_timeout: float | None,
+    start_timeout: float,
+) -> tuple | str:
+    """Wait for the worker's message; return it, or the reason it never came."""
+    start = last_change = time.monotonic()
+    last = beats.value
+    while True:
+        if receiver.poll(_POLL_S):
+            try:
+                return receiver.recv()
+            except (EOFError, OSError):  # died while sending, or closed without a word
+                process.join(5.0)
+                return _describe_exit(process.exitcode)
+        if not process.is_alive():
+            if receiver.poll(0):  # it sent its message just before exiting
+                continue
+            process.join()
+            return _describe_exit(process.exitcode)
+        now, count = time.monotonic(), beats.value
+        if count != last:
+            last, last_change = count, now
+        elif count == 0 and now - start > start_timeout:
+            process.kill()
+            return f"did not start within {start_timeout:g} s; the worker was killed"
+        elif count and now - last_change > heartbeat_timeout:
+            process.kill()
+            return (
+                f"hung: no heartbeat for {heartbeat_timeout:g} s after {count} beats; "
+                "the worker was killed"
+            )
+        if total_timeout is not None and now - start > total_timeout:
+            process.kill()
+            return f"timed out after {total_timeout:g} s ({count} beats); the worker was killed"

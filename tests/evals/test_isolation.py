@@ -1,0 +1,160 @@
+"""Tests for wmkit.evals.isolation: results come back, crashes and hangs fail one episode."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import pickle
+import time
+
+import gymnasium
+import pytest
+
+import wmkit.envs  # noqa: F401  (registers the ids)
+from wmkit.evals import isolation
+from wmkit.evals.isolation import EpisodeFailed, Heartbeat, beat, run_isolated
+
+# Helpers run inside the worker, which imports this module by name.
+
+
+def beating(beats: int, pause: float) -> int:
+    for _ in range(beats):
+        time.sleep(pause)
+        beat()
+    return beats
+
+
+def beat_forever(pause: float) -> None:
+    while True:
+        time.sleep(pause)
+        beat()
+
+
+def say_and_exit(text: str, code: int) -> None:
+    os.write(2, text.encode())
+    os._exit(code)
+
+
+def parcel_beats(steps: int) -> int:
+    env = Heartbeat(gymnasium.make("wmkit/Parcel-v0", horizon=20))
+    env.reset(seed=0)
+    for _ in range(steps):
+        env.step("wait")
+    return isolation._BEATS.value
+
+
+def unpicklable() -> object:
+    return lambda: None
+
+
+# --- results ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_returns_the_result(start_method):
+    assert run_isolated(math.factorial, 10, start_method=start_method) == 3628800
+    assert run_isolated(int, "ff", base=16) == 255
+
+
+def test_a_beating_worker_may_outlive_the_heartbeat_timeout():
+    started = time.monotonic()
+    assert run_isolated(beating, 8, 0.25, heartbeat_timeout=1.0) == 8
+    assert time.monotonic() - started >= 2.0
+
+
+def test_the_heartbeat_wrapper_beats_once_per_reset_and_step():
+    # The worker beats once when it starts, then once per reset and per step.
+    assert run_isolated(parcel_beats, 5) == 1 + 1 + 5
+    env = Heartbeat(gymnasium.make("wmkit/Parcel-v0", horizon=20))
+    assert isolation._BEATS is None  # outside a worker it only passes calls through
+    observation, _ = env.reset(seed=0)
+    assert isinstance(observation, str) and env.step("wait")[0]
+
+
+# --- failures ----------------------------------------------------------------------------------
+
+
+def test_an_exception_fails_the_episode_with_its_traceback():
+    with pytest.raises(EpisodeFailed, match=r"episode parse failed: raised ValueError") as failed:
+        run_isolated(int, "x", label="parse")
+    assert failed.value.label == "parse" and "invalid literal" in failed.value.reason
+    assert "Traceback" in failed.value.traceback
+
+
+def test_the_error_pickles_with_its_details():
+    error = EpisodeFailed("g.z5", "hung", exitcode=-9, traceback="tb", output="out")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.label, copy.reason, copy.exitcode, copy.traceback, copy.output) == (
+        "g.z5",
+        "hung",
+        -9,
+        "tb",
+        "out",
+    )
+    assert str(copy) == str(error)
+
+
+def test_a_segfault_fails_the_episode():
+    with pytest.raises(EpisodeFailed, match="killed by SIGSEGV") as failed:
+        run_isolated(ctypes.string_at, 0, label="null pointer")
+    assert failed.value.exitcode == -11
+
+
+def test_an_exit_fails_the_episode_with_the_workers_last_words():
+    with pytest.raises(EpisodeFailed, match="exited with code 3") as failed:
+        run_isolated(say_and_exit, "Fatal error: Story file read error\n", 3, label="g.z5")
+    assert failed.value.exitcode == 3
+    assert "Story file read error" in failed.value.output
+    assert "Story file read error" in str(failed.value)
+
+
+def test_a_hang_is_killed_after_the_heartbeat_timeout():
+    started = time.monotonic()
+    with pytest.raises(EpisodeFailed, match=r"hung: no heartbeat for 0\.5 s"):
+        run_isolated(time.sleep, 60, heartbeat_timeout=0.5, label="sleeper")
+    assert time.monotonic() - started < 30
+
+
+def test_a_worker_that_never_starts_is_killed_after_the_start_timeout():
+    # The heartbeat clock starts with the first beat; before it, start_timeout rules.
+    with pytest.raises(EpisodeFailed, match=r"did not start within 0\.01 s"):
+        run_isolated(math.factorial, 3, start_timeout=0.01)
+
+
+def test_the_total_timeout_stops_a_worker_that_beats_forever():
+    with pytest.raises(EpisodeFailed, match=r"timed out after 1\.5 s"):
+        run_isolated(beat_forever, 0.05, heartbeat_timeout=5, total_timeout=1.5)
+
+
+def test_a_result_that_does_not_pickle_is_an_error():
+    with pytest.raises(EpisodeFailed, match="cannot send the result back"):
+        run_isolated(unpicklable)
+
+
+def test_the_caller_goes_on_after_failures():
+    for fn, args in ((ctypes.string_at, (0,)), (os._exit, (1,)), (int, ("x",))):
+        with pytest.raises(EpisodeFailed):
+            run_isolated(fn, *args)
+    assert run_isolated(math.gcd, 12, 18) == 6
+
+
+def test_the_label_defaults_to_the_game_keyword():
+    with pytest.raises(EpisodeFailed, match=r"episode 905\.z5 failed: raised TypeError"):
+        run_isolated(int, "7", game="905.z5")  # int() takes no "game"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"heartbeat_timeout": 0}, ValueError, "heartbeat_timeout must be > 0"),
+        ({"total_timeout": -1}, ValueError, "total_timeout must be > 0"),
+        ({"start_timeout": 0}, ValueError, "start_timeout must be > 0"),
+        ({"start_method": "fork"}, ValueError, "start_method must be"),
+    ],
+)
+def test_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        run_isolated(math.factorial, 3, **kwargs)
+    with pytest.raises(TypeError, match="fn must be callable"):
+        run_isolated(3)
