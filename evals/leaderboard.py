@@ -57,26 +57,29 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[Summary]:
         ``env, horizon, agent, oracle, seeds``, :class:`~wmkit.evals.stats.Aggregate`
         values ``drift`` (episode mean drift), ``drift_at_<h>``, ``drift_slope``,
         ``breakage`` (per-seed share of probes answered wrong) and ``score``, plus
-        pooled ``breakage_by_chain`` and ``half_life``.
+        pooled ``breakage_by_chain`` and ``half_life``, and ``failed``: how many
+        episodes failed (a crashed or hung emulator); only finished episodes count
+        in the aggregates, and ``seeds`` lists those.
     """
     several = _several_variants(rows)
     groups: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         groups[(row["env"], int(row["horizon"]), _label(row, several))].append(row)
     out = []
-    for (env, horizon, agent), members in sorted(groups.items()):
-        members.sort(key=lambda r: r["seed"])
+    for (env, horizon, agent), group in sorted(groups.items()):
+        members = sorted((r for r in group if "failed" not in r), key=lambda r: r["seed"])
         summary: Summary = dict(
             env=env,
             horizon=horizon,
             agent=agent,
-            oracle=any(r.get("oracle") for r in members),
+            oracle=any(r.get("oracle") for r in group),
+            failed=len(group) - len(members),
             seeds=[r["seed"] for r in members],
             drift=aggregate([[r["drift"]["mean"] for r in members]]),
             drift_slope=aggregate([[r["drift"].get("slope", math.nan) for r in members]]),
             score=aggregate([[r["score"] for r in members]]),
         )
-        for key in members[0]["drift"]:
+        for key in members[0]["drift"] if members else ():
             if key.startswith("at_"):
                 summary[f"drift_{key}"] = aggregate([[r["drift"][key] for r in members]])
         shares = [
@@ -124,7 +127,8 @@ def render_markdown(summaries: Sequence[Summary]) -> str:
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for s in cells:
             name = f"{s['agent']} {ORACLE_MARK}" if s["oracle"] else s["agent"]
-            row = [str(s["horizon"]), name, str(len(s["seeds"])), _fmt(s["drift"], ci=True)]
+            seeds = str(len(s["seeds"])) + (f" ({s['failed']} failed)" if s["failed"] else "")
+            row = [str(s["horizon"]), name, seeds, _fmt(s["drift"], ci=True)]
             row += [_fmt(s[k]) if k in s else "–" for k in horizons]
             half = "∞" if math.isinf(s["half_life"]) else f"{s['half_life']:.0f}"
             row += [_fmt(s["drift_slope"]), _fmt(s["breakage"], ci=True), half, _fmt(s["score"])]
@@ -148,7 +152,7 @@ def _plot(
         by_agent: dict[str, list[list[float]]] = defaultdict(list)
         oracles = set()
         for r in rows:
-            if r["env"] == env and int(r["horizon"]) == horizon:
+            if r["env"] == env and int(r["horizon"]) == horizon and "failed" not in r:
                 by_agent[_label(r, several)].append(r["drift_series"])
                 if r.get("oracle"):
                     oracles.add(_label(r, several))

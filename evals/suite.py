@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from wmkit.agents.types import Agent
+from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated
 from wmkit.evals.leaderboard import write_leaderboard
 from wmkit.evals.results import ResultsFile, episode_key
 from wmkit.evals.runner import make_env, run_episode
@@ -32,10 +33,18 @@ class _Strict(BaseModel):
 
 
 class EnvSpec(_Strict):
-    """An environment of the suite: a registered id and its constructor arguments."""
+    """An environment of the suite: a registered id and its constructor arguments.
+
+    ``isolate`` runs each episode in a worker process watched by a heartbeat (see
+    :mod:`wmkit.evals.isolation`): an emulator that crashes or hangs fails that episode,
+    recorded with the reason, and the suite goes on. Real games want it; the pure-Python
+    families do not need it.
+    """
 
     id: str
     kwargs: dict[str, Any] = Field(default_factory=dict)
+    isolate: bool = False
+    heartbeat_timeout: float = Field(default=120.0, gt=0)
 
 
 class AgentSpec(_Strict):
@@ -79,6 +88,26 @@ def _build_agent(name: str, spec: AgentSpec, env: Any) -> Agent:
         policy=instantiate(dict(spec.policy)),
         oracle=spec.oracle,
     )
+
+
+def _episode(
+    env_id: str,
+    horizon: int,
+    env_kwargs: dict[str, Any],
+    agent_name: str,
+    agent_spec: AgentSpec,
+    seed: int,
+    heartbeat: bool = False,
+) -> tuple[dict[str, Any], bool]:
+    """Build the env and agent and play one episode; runs in a worker when isolated."""
+    env = make_env(env_id, horizon, env_kwargs)
+    if heartbeat:
+        env = Heartbeat(env)
+    try:
+        agent = _build_agent(agent_name, agent_spec, env)
+        return run_episode(env, agent, seed), agent.oracle
+    finally:
+        env.close()
 
 
 def _fingerprint(*specs: BaseModel) -> str:
@@ -136,28 +165,35 @@ def run_suite(
     )
     with Progress(*columns, console=console, disable=not config.progress) as bar:
         task = bar.add_task("episodes", total=len(plan))
-        envs: dict[tuple[str, int], Any] = {}
         for env_name, horizon, seed, agent_name in plan:
             bar.update(task, description=f"{env_name} h={horizon} seed={seed} {agent_name}")
             spec = config.envs[env_name]
-            env = envs.get((env_name, horizon))
-            if env is None:
-                env = envs[(env_name, horizon)] = make_env(spec.id, horizon, spec.kwargs)
-            agent = _build_agent(agent_name, config.agents[agent_name], env)
-            row = run_episode(env, agent, seed)
+            agent_spec = config.agents[agent_name]
+            args = (spec.id, horizon, spec.kwargs, agent_name, agent_spec, seed)
+            row: dict[str, Any]
+            if spec.isolate:
+                label = str(spec.kwargs.get("game", spec.id))
+                try:
+                    row, oracle = run_isolated(
+                        _episode, *args, True,
+                        label=label, heartbeat_timeout=spec.heartbeat_timeout,
+                    )  # fmt: skip
+                except EpisodeFailed as err:
+                    console.print(f"[red]episode failed[/red] {env_name} seed={seed}: {err}")
+                    row, oracle = {"failed": str(err)}, agent_spec.oracle
+            else:
+                row, oracle = _episode(*args)
             row.update(
                 env=env_name,
                 env_id=spec.id,
                 horizon=horizon,
                 seed=seed,
                 agent=agent_name,
-                oracle=agent.oracle,
+                oracle=oracle,
                 variant=variant,
                 spec=specs[(env_name, agent_name)],
             )
             results.append(row)
             bar.advance(task)
-        for env in envs.values():
-            env.close()
     paths = write_leaderboard(list(results.rows()), out)
     return {"results": results.path, **paths}

@@ -28,6 +28,7 @@ from wmkit.envs.jericho_env import (  # noqa: E402
     check_story,
 )
 from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated  # noqa: E402
+from wmkit.evals.results import ResultsFile  # noqa: E402
 from wmkit.world.types import Fact, Probe  # noqa: E402
 
 pytestmark = [pytest.mark.jericho, pytest.mark.filterwarnings("ignore::UserWarning")]
@@ -573,3 +574,38 @@ def test_textworld_games_run_with_the_tree_as_ground_truth(tmp_path):
     for action in walkthrough:
         observation, _, terminated, _, info = env.step(action)
     assert terminated and info["score"] == info["max_score"]
+
+
+@pytest.mark.slow
+def test_the_suite_records_failed_game_episodes_and_goes_on(games_dir, tmp_path):
+    """A truncated file and a hanging story fail their episodes; the rest of the run goes on."""
+    from wmkit.evals.suite import EvalConfig, run_suite
+
+    truncated = tmp_path / "cut.z5"
+    truncated.write_bytes((games_dir / "905.z5").read_bytes()[:30_000])
+    looping = tmp_path / "loop.z5"
+    looping.write_bytes(hang_story())
+
+    def game(path):
+        return {
+            "id": "wmkit/Jericho-v0",
+            "kwargs": {"game": str(path)},
+            "isolate": True,
+            "heartbeat_timeout": 20,
+        }
+
+    config = EvalConfig.model_validate({
+        "envs": {"cut": game(truncated), "loop": game(looping),
+                 "nine05": game(games_dir / "905.z5")},
+        "agents": {"oracle": {"tracker": {"_target_": "wmkit.agents.trackers.OracleTracker"},
+                              "policy": {"_target_": "wmkit.agents.policies.GreedyPolicy"},
+                              "oracle": True}},
+        "horizons": [3], "seeds": [0], "progress": False,
+    })  # fmt: skip
+    paths = run_suite(config, tmp_path / "run")
+    rows = {r["env"]: r for r in ResultsFile(paths["results"]).rows()}
+    assert "cut.z5" in rows["cut"]["failed"] and "truncated" in rows["cut"]["failed"]
+    assert "loop.z5" in rows["loop"]["failed"] and "hung" in rows["loop"]["failed"]
+    assert "failed" not in rows["nine05"] and rows["nine05"]["steps"] == 3
+    board = paths["markdown"].read_text()
+    assert board.count("0 (1 failed)") == 2

@@ -162,3 +162,16 @@ def test_help_lists_groups_and_examples(tmp_path):
     assert "wmkit-eval: run agents" in proc.stdout
     assert "agents: memory, oracle, random, window" in proc.stdout
     assert "experiment=debug" in proc.stdout
+
+
+def test_every_env_option_composes_and_validates():
+    from wmkit.envs import ENV_IDS
+    from wmkit.evals.suite import EnvSpec
+
+    options = ["booking", "jericho", "parcel", "smarthome", "textworld", "vault"]
+    overrides = [f"+env@envs.extra_{name}={name}" for name in options]
+    config = EvalConfig.model_validate(OmegaConf.to_container(_compose(*overrides), resolve=True))
+    ids = {config.envs[f"extra_{name}"].id for name in options}
+    assert ids == set(ENV_IDS)
+    assert all(isinstance(spec, EnvSpec) for spec in config.envs.values())
+    assert config.envs["extra_jericho"].isolate and not config.envs["extra_parcel"].isolate
