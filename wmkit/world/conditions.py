@@ -182,7 +182,7 @@ def evaluate(condition: Condition | str, lookup: FactLookup, *, step: int) -> bo
         condition = compile_condition(condition)
     scope = _Scope(lookup, step, time.perf_counter() + TIME_LIMIT_S, condition.source)
     try:
-        value = scope.eval(condition.tree.body)
+        value = scope.value_of(condition.tree.body)
     except ConditionError:
         raise
     except (TypeError, ValueError, ArithmeticError) as err:
@@ -198,7 +198,7 @@ class _Scope:
     def __init__(self, lookup: FactLookup, step: int, deadline: float, source: str) -> None:
         self.lookup, self.step, self.deadline, self.source = lookup, step, deadline, source
 
-    def eval(self, node: ast.AST) -> Any:
+    def value_of(self, node: ast.AST) -> Any:
         if time.perf_counter() > self.deadline:
             raise ConditionError(f"condition {_show(self.source)} ran past {TIME_LIMIT_S}s")
         if isinstance(node, ast.Constant):
@@ -216,9 +216,9 @@ class _Scope:
                 return not self.boolean(node.operand)
             return -self.number(node.operand)
         if isinstance(node, ast.Compare):
-            left = self.eval(node.left)
+            left = self.value_of(node.left)
             for op, right_node in zip(node.ops, node.comparators, strict=True):
-                right = self.eval(right_node)
+                right = self.value_of(right_node)
                 if not _COMPARE[type(op)](left, right):
                     return False
                 left = right
@@ -226,17 +226,17 @@ class _Scope:
         if isinstance(node, ast.BinOp):
             return _ARITH[type(node.op)](self.number(node.left), self.number(node.right))
         if isinstance(node, ast.Call):
-            return self.call(node.func.id, [self.eval(a) for a in node.args])
+            return self.call(node.func.id, [self.value_of(a) for a in node.args])
         raise ConditionError(f"{type(node).__name__} is not allowed")  # unreachable
 
     def boolean(self, node: ast.AST) -> bool:
-        value = self.eval(node)
+        value = self.value_of(node)
         if not isinstance(value, bool):
             raise ConditionError(f"condition {_show(self.source)}: {value!r} is not true/false")
         return value
 
     def number(self, node: ast.AST) -> int | float:
-        value = self.eval(node)
+        value = self.value_of(node)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConditionError(f"condition {_show(self.source)}: {value!r} is not a number")
         return value
