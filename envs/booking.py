@@ -65,12 +65,16 @@ from typing import Any, NamedTuple
 from gymnasium import spaces
 from gymnasium.experimental.functional import FuncEnv
 
-from wmkit.envs.diagnostic import DiagnosticEnv
-
-# Shared with SmartHome: the step-path helpers (cheap seeded RNG, fast renderer) and
-# parameter checks; candidates for envs/text.py and envs/diagnostic.py.
-from wmkit.envs.smarthome import _check_int, _check_rate, _Rng, _Voice
-from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook
+from wmkit.envs.diagnostic import (
+    CoreDefaults,
+    DiagnosticEnv,
+    StepDraft,
+    StepRng,
+    changes_delta,
+    check_int,
+    check_rate,
+)
+from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook, Voice
 from wmkit.world.types import Claim, Delta, Fact, Probe, delta_info
 
 __all__ = [
@@ -635,7 +639,6 @@ KINDS = (
 TEXT = TextBook(KINDS, SLOT_TYPES)
 """The Booking family's templates: renders observations and reads them back."""
 
-_VOICE = _Voice(TEXT)
 _CHATTER = TEXT.kinds["chatter"].templates
 _LINE_MAX = 140  # longest rendered line (checked over every template in the tests)
 
@@ -681,12 +684,12 @@ class BookingParams:
     probe_rate: float = 0.3
 
     def __post_init__(self) -> None:
-        _check_int("horizon", self.horizon, 20, 1000)
-        _check_int("load", self.load, 1, len(CITIES))
-        _check_int("quote_ttl", self.quote_ttl, 2, 100)
-        _check_int("distractors", self.distractors, 0, 50)
+        check_int("horizon", self.horizon, 20, 1000)
+        check_int("load", self.load, 1, len(CITIES))
+        check_int("quote_ttl", self.quote_ttl, 2, 100)
+        check_int("distractors", self.distractors, 0, 50)
         for name in ("paraphrase_rate", "indirection", "probe_rate"):
-            _check_rate(name, getattr(self, name))
+            check_rate(name, getattr(self, name))
 
 
 # --- state -----------------------------------------------------------------------------
@@ -787,21 +790,12 @@ class BookingState(NamedTuple):
     @property
     def action_delta(self) -> Delta:
         """The fact change caused by the agent's command this step."""
-        return _delta(self.action_changes)
+        return changes_delta(self.action_changes)
 
     @property
     def event_delta(self) -> Delta:
         """The fact change caused by the world's events (expiries, wishes...) this step."""
-        return _delta(self.event_changes)
-
-
-def _delta(changes: tuple[tuple[str, str, str | None, str], ...]) -> Delta:
-    # Built only when asked (ground truth on): the step path keeps raw changes.
-    if not changes:
-        return _NO_DELTA
-    added = sorted(Fact(s, r, after) for s, r, _, after in changes)
-    removed = sorted(Fact(s, r, before) for s, r, before, _ in changes if before is not None)
-    return Delta(tuple(added), tuple(removed))
+        return changes_delta(self.event_changes)
 
 
 def state_hash(state: BookingState) -> str:
@@ -815,7 +809,6 @@ def state_hash(state: BookingState) -> str:
     return hashlib.blake2b(raw.encode(), digest_size=8).hexdigest()
 
 
-_NO_DELTA = Delta()
 _new_state = BookingState._make
 _CODE = {
     word: i
@@ -913,7 +906,7 @@ def _itinerary_ok(trip: Trip, items: tuple[Item, ...] | list[Item]) -> bool:
 # --- transitions -----------------------------------------------------------------------
 
 
-class _Draft:
+class _Draft(StepDraft):
     """Mutable scratch copy of a state for one transition, frozen again by ``freeze``.
 
     ``changes`` maps ``(subject, relation)`` to ``[before, after]`` for the current phase
@@ -925,12 +918,13 @@ class _Draft:
         "max_score", "mentioned", "next_expiry", "params", "reward", "rng", "state", "step",
         "trip",
     )  # fmt: skip
+    voice = Voice(TEXT)
 
     def __init__(self, state: BookingState, step: int) -> None:
         self.state = state
         self.params = state.params
         self.step = step
-        self.rng = _Rng(state.seed, step)
+        self.rng = StepRng(state.seed, step)
         self.trip = state.trip
         self.items: tuple[Item, ...] | list[Item] = state.items  # copied on first write
         self.by_id = state.by_id
@@ -944,23 +938,6 @@ class _Draft:
         self.max_score = state.max_score
         self.reward = 0
         self.dirty = False  # items were added: recompute admissible
-
-    def say(self, kind: str, **values: str) -> None:
-        templates, entities = _VOICE.kinds[kind]
-        n = len(templates)
-        rng = self.rng
-        variant = (
-            rng.below(n - 1) + 1 if n > 1 and rng.random() < self.params.paraphrase_rate else 0
-        )
-        if values:
-            to_text = _VOICE.to_text
-            line = templates[variant].format_map({k: to_text[k](v) for k, v in values.items()})
-            for slot in entities:
-                if slot in values:
-                    self.mentioned[values[slot]] = None
-        else:
-            line = templates[variant]
-        self.lines.append(line)
 
     def say_item(self, kind: str, item: Item, **values: str) -> None:
         self.say(_kind_prefix(item) + kind, **{_slot(item): item.id}, **values)
@@ -981,10 +958,6 @@ class _Draft:
 
     # -- facts --
 
-    def _note(self, subject: str, relation: str, before: str | None, after: str) -> None:
-        entry = self.changes.setdefault((subject, relation), [before, after])
-        entry[1] = after
-
     def put(self, i: int, item: Item) -> None:
         item = _seal(item, i)
         if type(self.items) is tuple:
@@ -992,7 +965,7 @@ class _Draft:
         if i == len(self.items):
             self.items.append(item)
             for fact in item.facts:
-                self._note(fact.subject, fact.relation, None, fact.object)
+                self.note(fact.subject, fact.relation, None, fact.object)
             k = bisect.bisect_left(self.by_id, item.id, key=lambda j: self.items[j].id)
             self.by_id = (*self.by_id[:k], i, *self.by_id[k:])
             self.digest = (self.digest + item.digest) % 2**64
@@ -1002,7 +975,7 @@ class _Draft:
             changed = set()
             for before, after in zip(old.facts, item.facts, strict=True):
                 if before.object != after.object:
-                    self._note(after.subject, after.relation, before.object, after.object)
+                    self.note(after.subject, after.relation, before.object, after.object)
                     changed.add(after.relation)
             if changed - item.revised:
                 item = item._replace(revised=item.revised | changed)
@@ -1015,19 +988,11 @@ class _Draft:
         changed = set()
         for before, after in zip(_trip_facts(self.trip), _trip_facts(trip), strict=False):
             if before != after:
-                self._note(after.subject, after.relation, before.object, after.object)
+                self.note(after.subject, after.relation, before.object, after.object)
                 changed.add(after.relation)
         if trip.cabin and not self.trip.cabin:
-            self._note(trip.id, "class", None, trip.cabin)
+            self.note(trip.id, "class", None, trip.cabin)
         self.trip = trip._replace(revised=trip.revised | changed)
-
-    def take_changes(self) -> tuple[tuple[str, str, str | None, str], ...]:
-        """Return and forget this phase's net changes."""
-        if not self.changes:
-            return ()
-        out = tuple((s, r, b, a) for (s, r), (b, a) in self.changes.items() if b != a)
-        self.changes = {}
-        return out
 
     # -- items --
 
@@ -1082,7 +1047,7 @@ def _admissible(trip: Trip, items: tuple[Item, ...] | list[Item]) -> tuple[str, 
     return tuple(sorted(actions))
 
 
-def _reprice(rng: _Rng, item: Item) -> int:
+def _reprice(rng: StepRng, item: Item) -> int:
     # Prices drift by up to 15% either way at each new quote.
     step = max(1, item.price // 20)
     return max(10, item.price + step * (rng.below(7) - 3))
@@ -1128,7 +1093,7 @@ def _parse(state: BookingState, action: Any) -> _Command | str:
 # --- the pure core ---------------------------------------------------------------------
 
 
-class BookingFuncEnv(FuncEnv[BookingState, str, str, int, bool, None, BookingParams]):
+class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, None, BookingParams]):
     """The Booking family as pure functions over an immutable ``BookingState``.
 
     ``transition(state, action)`` is deterministic: its randomness is drawn from the
@@ -1155,10 +1120,6 @@ class BookingFuncEnv(FuncEnv[BookingState, str, str, int, bool, None, BookingPar
         )
         self.action_space = spaces.Text(max_length=512, min_length=0, charset=charset)
 
-    def get_default_params(self, **kwargs: Any) -> BookingParams:
-        """Return the parameters this core was built with."""
-        return self._params
-
     def initial(self, rng: Any, params: BookingParams | None = None) -> BookingState:
         """Return the state at reset: the trip, the budget, the assumption, the offers.
 
@@ -1169,7 +1130,7 @@ class BookingFuncEnv(FuncEnv[BookingState, str, str, int, bool, None, BookingPar
         """
         params = params or self._params
         seed = int(rng.integers(2**62)) if hasattr(rng, "integers") else int(rng)
-        r = _Rng(seed, -1)
+        r = StepRng(seed, -1)
         cities = tuple(_sample(r, CITIES, params.load))
         trip = Trip(
             id="trip:" + r.choice(TRAVELLERS), cities=cities,
@@ -1191,7 +1152,7 @@ class BookingFuncEnv(FuncEnv[BookingState, str, str, int, bool, None, BookingPar
         d.say("budget_first", trip=trip.id, budget=str(trip.budget))
         d.say("assume", trip=trip.id, cabin=trip.assumed)
         for fact in _trip_facts(trip):
-            d._note(*fact[:2], None, fact.object)
+            d.note(*fact[:2], None, fact.object)
         used_flights: set[str] = set()
         hotels = list(_sample(r, HOTELS, len(HOTELS)))
         cars = _sample(r, CARS, len(cities))
@@ -1237,30 +1198,6 @@ class BookingFuncEnv(FuncEnv[BookingState, str, str, int, bool, None, BookingPar
         """Return the text of ``state``'s step, one message per line."""
         return state.text
 
-    def reward(
-        self,
-        state: BookingState,
-        action: str,
-        next_state: BookingState,
-        rng: Any = None,
-        params: Any = None,
-    ) -> int:
-        """Return the reward of the step into ``next_state`` (see the module docs)."""
-        return next_state.reward
-
-    def terminal(self, state: BookingState, rng: Any = None, params: Any = None) -> bool:
-        """Return False: the family has no win or loss, only the horizon."""
-        return False
-
-    def state_info(self, state: BookingState, params: Any = None) -> dict[str, Any]:
-        """Return the agent-visible info: admissible actions, score, max_score, moves."""
-        return {
-            "admissible_actions": list(state.admissible),
-            "score": state.score,
-            "max_score": state.max_score,
-            "moves": state.step,
-        }
-
     def truth_info(self, state: BookingState) -> dict[str, Any]:
         """Return the ground-truth ``wm.*`` info of ``state`` (fresh containers)."""
         items = state.items
@@ -1286,7 +1223,7 @@ class BookingFuncEnv(FuncEnv[BookingState, str, str, int, bool, None, BookingPar
         return list(state.admissible)
 
 
-def _sample(rng: _Rng, pool: tuple[str, ...], k: int) -> list[str]:
+def _sample(rng: StepRng, pool: tuple[str, ...], k: int) -> list[str]:
     items = list(pool)
     for i in range(k):
         j = i + rng.below(len(items) - i)
@@ -1294,7 +1231,7 @@ def _sample(rng: _Rng, pool: tuple[str, ...], k: int) -> list[str]:
     return items[:k]
 
 
-def _flight_code(rng: _Rng, used: set[str]) -> str:
+def _flight_code(rng: StepRng, used: set[str]) -> str:
     while True:
         code = chr(97 + rng.below(26)) + chr(97 + rng.below(26)) + str(100 + rng.below(900))
         if code not in used:
@@ -1312,7 +1249,7 @@ def _item(
     )  # fmt: skip
 
 
-def _new_hotel(rng: _Rng, name: str, city: str, area: str, step: int) -> Item:
+def _new_hotel(rng: StepRng, name: str, city: str, area: str, step: int) -> Item:
     return _item("hotel:" + name, HOTEL, city, area, "", 60 + 10 * rng.below(20), "no", step)
 
 
@@ -1570,7 +1507,7 @@ def _probes(d: _Draft) -> tuple[Probe, ...]:
     return tuple(probes.values())
 
 
-def _stale_probe(d: _Draft, rng: _Rng) -> Probe | None:
+def _stale_probe(d: _Draft, rng: StepRng) -> Probe | None:
     trip = d.trip
     if trip.revised and rng.random() < 0.4:
         relation = rng.choice(sorted(trip.revised))

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import math
 import random
 import re
 import string
@@ -50,11 +49,10 @@ from itertools import accumulate, chain
 from typing import Any, NamedTuple
 
 import immutables
-import numpy as np
 from gymnasium import spaces
 from gymnasium.experimental.functional import FuncEnv
 
-from wmkit.envs.diagnostic import DiagnosticEnv
+from wmkit.envs.diagnostic import CoreDefaults, DiagnosticEnv, check_int, check_rate
 from wmkit.envs.text import ClaimSpec, Message, MessageKind, SlotType, TextBook, title_words
 from wmkit.world.types import Claim, Delta, Fact, Probe, delta_info
 
@@ -390,21 +388,6 @@ def read(observation: str) -> list[Claim]:
 # --- state -----------------------------------------------------------------------------
 
 
-def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < low or (high is not None and value > high):
-        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be {bound}, got {value}")
-
-
-def _check_rate(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a number in [0, 1], got {type(value).__name__}")
-    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
-        raise ValueError(f"{name} must be in [0, 1], got {value}")
-
-
 @dataclass(frozen=True)
 class ParcelParams:
     """Episode parameters; validated on construction.
@@ -430,11 +413,11 @@ class ParcelParams:
     probe_rate: float = 0.3
 
     def __post_init__(self) -> None:
-        _check_int("horizon", self.horizon, 20, 1000)
-        _check_int("load", self.load, 1)
-        _check_int("distractors", self.distractors, 0, 50)
+        check_int("horizon", self.horizon, 20, 1000)
+        check_int("load", self.load, 1)
+        check_int("distractors", self.distractors, 0, 50)
         for name in ("paraphrase_rate", "indirection", "probe_rate"):
-            _check_rate(name, getattr(self, name))
+            check_rate(name, getattr(self, name))
         # Rejection sampling of fresh ids and (sender, receiver) pairs must stay cheap and
         # can never run dry within the horizon.
         most = self.load * (self.horizon // MIN_LIFE + 1)
@@ -829,7 +812,7 @@ def _untouched(d: _Draft, step: int) -> list[int]:
     return [i for i in d.active if d.parcels[i].request == "none" and d.parcels[i].booked_at < step]
 
 
-class ParcelFuncEnv(FuncEnv[ParcelState, str, str, int, bool, None, ParcelParams]):
+class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None, ParcelParams]):
     """The Parcel family as pure functions over an immutable ``ParcelState``.
 
     ``transition(state, action)`` is deterministic: its randomness is drawn from the
@@ -858,10 +841,6 @@ class ParcelFuncEnv(FuncEnv[ParcelState, str, str, int, bool, None, ParcelParams
             min_length=0,
             charset=string.ascii_letters + string.digits + string.punctuation + " ",
         )
-
-    def get_default_params(self, **kwargs: Any) -> ParcelParams:
-        """Return the parameters this core was built with."""
-        return self._params
 
     def initial(self, rng: Any, params: ParcelParams | None = None) -> ParcelState:
         """Return the state at reset: ``load`` fresh bookings, step 0.
@@ -912,30 +891,6 @@ class ParcelFuncEnv(FuncEnv[ParcelState, str, str, int, bool, None, ParcelParams
     def observation(self, state: ParcelState, rng: Any = None, params: Any = None) -> str:
         """Return the text of ``state``'s step, one message per line."""
         return "\n".join(TEXT.render(m) for m in state.messages)
-
-    def reward(
-        self,
-        state: ParcelState,
-        action: str,
-        next_state: ParcelState,
-        rng: Any = None,
-        params: Any = None,
-    ) -> int:
-        """Return +1, -1 or 0 for the step into ``next_state`` (see the module docs)."""
-        return next_state.reward
-
-    def terminal(self, state: ParcelState, rng: Any = None, params: Any = None) -> bool:
-        """Return False: the family has no win or loss, only the horizon."""
-        return False
-
-    def state_info(self, state: ParcelState, params: Any = None) -> dict[str, Any]:
-        """Return the agent-visible info: admissible actions, score, max_score, moves."""
-        return {
-            "admissible_actions": list(state.admissible),
-            "score": state.score,
-            "max_score": state.max_score,
-            "moves": state.step,
-        }
 
     def truth_info(self, state: ParcelState) -> dict[str, Any]:
         """Return the ground-truth ``wm.*`` info of ``state`` (fresh containers)."""

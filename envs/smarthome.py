@@ -59,18 +59,24 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import math
 import string
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, NamedTuple
 
-import numpy as np
 from gymnasium import spaces
 from gymnasium.experimental.functional import FuncEnv
 
-from wmkit.envs.diagnostic import DiagnosticEnv
-from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook
+from wmkit.envs.diagnostic import (
+    CoreDefaults,
+    DiagnosticEnv,
+    StepDraft,
+    StepRng,
+    changes_delta,
+    check_int,
+    check_rate,
+)
+from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook, Voice
 from wmkit.world.types import Claim, Delta, Fact, Probe, delta_info
 
 __all__ = [
@@ -545,34 +551,6 @@ def read(observation: str) -> list[Claim]:
     return TEXT.read(observation)
 
 
-class _Voice:
-    """Renders messages fast from the same template strings the reader compiles.
-
-    ``TextBook.render`` builds a ``Message`` and a dict per line; on the step path we
-    keep, per kind, the template strings and which slots are entities, and format
-    directly.
-    """
-
-    def __init__(self, book: TextBook) -> None:
-        self.to_text = {slot: t.to_text for slot, t in book.slot_types.items()}
-        # kind -> (templates, entity slots of any of its templates)
-        self.kinds = {
-            name: (
-                kind.templates,
-                tuple(
-                    {
-                        slot: None
-                        for template in kind.templates
-                        for _, slot, _, _ in string.Formatter().parse(template)
-                        if slot and book.slot_types[slot].entity
-                    }
-                ),
-            )
-            for name, kind in book.kinds.items()
-        }
-
-
-_VOICE = _Voice(TEXT)
 _CHATTER = TEXT.kinds["chatter"].templates
 _CHATTER_SLOTS = tuple(
     tuple(name for _, name, _, _ in string.Formatter().parse(t) if name)
@@ -580,20 +558,6 @@ _CHATTER_SLOTS = tuple(
 )
 
 # --- parameters ------------------------------------------------------------------------
-
-
-def _check_int(name: str, value: Any, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
-
-
-def _check_rate(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a number in [0, 1], got {type(value).__name__}")
-    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
-        raise ValueError(f"{name} must be in [0, 1], got {value}")
 
 
 @dataclass(frozen=True)
@@ -624,12 +588,12 @@ class SmartHomeParams:
     probe_rate: float = 0.3
 
     def __post_init__(self) -> None:
-        _check_int("horizon", self.horizon, 20, 1000)
-        _check_int("load", self.load, 1, len(ROOMS))
-        _check_int("people", self.people, 1, 12)
-        _check_int("distractors", self.distractors, 0, 50)
+        check_int("horizon", self.horizon, 20, 1000)
+        check_int("load", self.load, 1, len(ROOMS))
+        check_int("people", self.people, 1, 12)
+        check_int("distractors", self.distractors, 0, 50)
         for name in ("paraphrase_rate", "indirection", "probe_rate"):
-            _check_rate(name, getattr(self, name))
+            check_rate(name, getattr(self, name))
 
 
 # --- state -----------------------------------------------------------------------------
@@ -752,21 +716,12 @@ class SmartHomeState(NamedTuple):
     @property
     def action_delta(self) -> Delta:
         """The fact change caused by the agent's command this step."""
-        return _delta(self.action_changes)
+        return changes_delta(self.action_changes)
 
     @property
     def event_delta(self) -> Delta:
         """The fact change caused by the world's events (timers, arrivals...) this step."""
-        return _delta(self.event_changes)
-
-
-def _delta(changes: tuple[tuple[str, str, str | None, str], ...]) -> Delta:
-    # Built only when asked (ground truth on): the step path keeps raw changes.
-    if not changes:
-        return _NO_DELTA
-    added = sorted(Fact(s, r, after) for s, r, _, after in changes)
-    removed = sorted(Fact(s, r, before) for s, r, before, _ in changes if before is not None)
-    return Delta(tuple(added), tuple(removed))
+        return changes_delta(self.event_changes)
 
 
 def state_hash(state: SmartHomeState) -> str:
@@ -780,8 +735,6 @@ def state_hash(state: SmartHomeState) -> str:
     return hashlib.blake2b(raw.encode(), digest_size=8).hexdigest()
 
 
-_M48 = (1 << 48) - 1
-_NO_DELTA = Delta()
 _new_state = SmartHomeState._make
 _CODE = {
     word: i
@@ -801,37 +754,6 @@ _CODE = {
         )
     )
 }
-
-
-class _Rng:
-    """A tiny 48-bit LCG (java.util.Random's constants) seeded by (episode seed, step).
-
-    Seeding ``random.Random`` costs ~7 us, a third of a step's budget; this costs a
-    fraction of a microsecond and is plenty random for episode generation.
-    """
-
-    __slots__ = ("x",)
-
-    def __init__(self, seed: int, step: int) -> None:
-        z = (seed * 0x9E3779B97F4A7C15 + step * 0xBF58476D1CE4E5B9 + 1) & ((1 << 64) - 1)
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & ((1 << 64) - 1)
-        self.x = (z ^ (z >> 31)) & _M48
-
-    def random(self) -> float:
-        self.x = x = (self.x * 0x5DEECE66D + 11) & _M48
-        return x * 3.552713678800501e-15
-
-    def bits(self) -> int:
-        """Return 48 random bits; the low bits of an LCG are weak, so they are mixed."""
-        self.x = x = (self.x * 0x5DEECE66D + 11) & _M48
-        return x ^ (x >> 24) ^ ((x * 0x9E3779B1) & _M48)
-
-    def below(self, n: int) -> int:
-        self.x = x = (self.x * 0x5DEECE66D + 11) & _M48
-        return ((x >> 16) * n) >> 32
-
-    def choice(self, seq: Any) -> Any:
-        return seq[self.below(len(seq))]
 
 
 def _level_text(dtype: int, level: int) -> str:
@@ -1023,7 +945,7 @@ def _parse(home: _Home, rules: tuple[Rule, ...], action: Any) -> _Command | tupl
 # --- transitions -----------------------------------------------------------------------
 
 
-class _Draft:
+class _Draft(StepDraft):
     """Mutable scratch copy of a state for one transition, frozen again by ``freeze``.
 
     Transitions stay pure: the draft copies what it changes, never the input state.
@@ -1036,13 +958,14 @@ class _Draft:
         "mentioned", "params", "pending", "present", "present_at", "relative", "reward",
         "rng", "rule_order", "rules", "state", "step", "tasks", "timers_dirty",
     )  # fmt: skip
+    voice = Voice(TEXT)
 
     def __init__(self, state: SmartHomeState, step: int) -> None:
         self.state = state
         self.params = state.params
         self.home = state.home
         self.step = step
-        self.rng = _Rng(state.seed, step)
+        self.rng = StepRng(state.seed, step)
         # Per-device and per-person tuples are copied to lists on first write only.
         self.levels: tuple[int, ...] | list[int] = state.levels
         self.level_at: tuple[int, ...] | list[int] = state.level_at
@@ -1063,23 +986,6 @@ class _Draft:
         self.timers_dirty = False  # a rule changed: recompute next_due
 
     # -- text --
-
-    def say(self, kind: str, **values: str) -> None:
-        templates, entities = _VOICE.kinds[kind]
-        n = len(templates)
-        rng = self.rng
-        variant = (
-            rng.below(n - 1) + 1 if n > 1 and rng.random() < self.params.paraphrase_rate else 0
-        )
-        if values:
-            to_text = _VOICE.to_text
-            line = templates[variant].format_map({k: to_text[k](v) for k, v in values.items()})
-            for slot in entities:
-                if slot in values:
-                    self.mentioned[values[slot]] = None
-        else:
-            line = templates[variant]
-        self.lines.append(line)
 
     def chatter(self, first: int) -> None:
         rng, persons, lines = self.rng, self.home.persons, self.lines
@@ -1112,16 +1018,12 @@ class _Draft:
 
     # -- facts --
 
-    def _note(self, subject: str, relation: str, before: str | None, after: str) -> None:
-        entry = self.changes.setdefault((subject, relation), [before, after])
-        entry[1] = after
-
     def set_level(self, device: int, level: int, relative: bool) -> None:
         old = self.levels[device]
         if old != level:
             home = self.home
             dtype = home.types[device]
-            self._note(
+            self.note(
                 home.devices[device],
                 home.relation[device],
                 _level_text(dtype, old),
@@ -1137,7 +1039,7 @@ class _Draft:
 
     def set_present(self, person: int, home_now: bool) -> None:
         pid = self.home.persons[person]
-        self._note(
+        self.note(
             pid,
             "location",
             "home" if self.present[person] else "away",
@@ -1156,14 +1058,14 @@ class _Draft:
         if i == len(self.rules):
             self.rules.append(rule)
             for fact in rule.facts:
-                self._note(fact.subject, fact.relation, None, fact.object)
+                self.note(fact.subject, fact.relation, None, fact.object)
             k = bisect.bisect_left(self.rule_order, rule.id, key=lambda j: self.rules[j].id)
             self.rule_order = (*self.rule_order[:k], i, *self.rule_order[k:])
             self.digest = (self.digest + rule.digest) % 2**64
         else:
             old = self.rules[i]
             if old.status != rule.status:
-                self._note(rule.id, "status", old.status, rule.status)
+                self.note(rule.id, "status", old.status, rule.status)
             self.rules[i] = rule
             self.digest = (self.digest + rule.digest - old.digest) % 2**64
         pending = rule.status in ("armed", "waiting")
@@ -1172,14 +1074,6 @@ class _Draft:
                 (*self.pending, i) if pending else tuple(j for j in self.pending if j != i)
             )
             self.dirty = True
-
-    def take_changes(self) -> tuple[tuple[str, str, str | None, str], ...]:
-        """Return and forget this phase's net changes."""
-        if not self.changes:
-            return ()
-        out = tuple((s, r, b, a) for (s, r), (b, a) in self.changes.items() if b != a)
-        self.changes = {}
-        return out
 
     # -- tasks --
 
@@ -1289,7 +1183,9 @@ def _admissible(pending: tuple[int, ...], tasks: tuple[Task, ...]) -> tuple[str,
 # --- the pure core ---------------------------------------------------------------------
 
 
-class SmartHomeFuncEnv(FuncEnv[SmartHomeState, str, str, int, bool, None, SmartHomeParams]):
+class SmartHomeFuncEnv(
+    CoreDefaults, FuncEnv[SmartHomeState, str, str, int, bool, None, SmartHomeParams]
+):
     """The SmartHome family as pure functions over an immutable ``SmartHomeState``.
 
     ``transition(state, action)`` is deterministic: its randomness is drawn from the
@@ -1316,10 +1212,6 @@ class SmartHomeFuncEnv(FuncEnv[SmartHomeState, str, str, int, bool, None, SmartH
         )
         self.action_space = spaces.Text(max_length=512, min_length=0, charset=charset)
 
-    def get_default_params(self, **kwargs: Any) -> SmartHomeParams:
-        """Return the parameters this core was built with."""
-        return self._params
-
     def initial(self, rng: Any, params: SmartHomeParams | None = None) -> SmartHomeState:
         """Return the state at reset: the house, everyone's whereabouts, a few rules.
 
@@ -1330,7 +1222,7 @@ class SmartHomeFuncEnv(FuncEnv[SmartHomeState, str, str, int, bool, None, SmartH
         """
         params = params or self._params
         seed = int(rng.integers(2**62)) if hasattr(rng, "integers") else int(rng)
-        r = _Rng(seed, -1)
+        r = StepRng(seed, -1)
         rooms = _sample(r, ROOMS, params.load)
         names = sorted(_sample(r, NAMES, params.people))
         # Sorted ids; the thermostat sorts last of all devices.
@@ -1365,11 +1257,11 @@ class SmartHomeFuncEnv(FuncEnv[SmartHomeState, str, str, int, bool, None, SmartH
         d.say("intro")
         for i in range(len(devices)):
             d.state_line(i)
-            d._note(devices[i], home.relation[i], None, _level_text(types[i], levels[i]))
+            d.note(devices[i], home.relation[i], None, _level_text(types[i], levels[i]))
         for i, pid in enumerate(home.persons):
             where = "home" if present[i] else "away"
             d.say("person_state", person=pid, where=where)
-            d._note(pid, "location", None, where)
+            d.note(pid, "location", None, where)
         for _ in range(params.load // 2):
             _house_rule(d)
         d.chatter(first=1)
@@ -1403,30 +1295,6 @@ class SmartHomeFuncEnv(FuncEnv[SmartHomeState, str, str, int, bool, None, SmartH
     def observation(self, state: SmartHomeState, rng: Any = None, params: Any = None) -> str:
         """Return the text of ``state``'s step, one message per line."""
         return state.text
-
-    def reward(
-        self,
-        state: SmartHomeState,
-        action: str,
-        next_state: SmartHomeState,
-        rng: Any = None,
-        params: Any = None,
-    ) -> int:
-        """Return the reward of the step into ``next_state`` (see the module docs)."""
-        return next_state.reward
-
-    def terminal(self, state: SmartHomeState, rng: Any = None, params: Any = None) -> bool:
-        """Return False: the family has no win or loss, only the horizon."""
-        return False
-
-    def state_info(self, state: SmartHomeState, params: Any = None) -> dict[str, Any]:
-        """Return the agent-visible info: admissible actions, score, max_score, moves."""
-        return {
-            "admissible_actions": list(state.admissible),
-            "score": state.score,
-            "max_score": state.max_score,
-            "moves": state.step,
-        }
 
     def truth_info(self, state: SmartHomeState) -> dict[str, Any]:
         """Return the ground-truth ``wm.*`` info of ``state`` (fresh containers)."""
@@ -1468,7 +1336,7 @@ def _true_facts(state: SmartHomeState) -> list[Fact]:
     return out
 
 
-def _sample(rng: _Rng, pool: tuple[str, ...], k: int) -> list[str]:
+def _sample(rng: StepRng, pool: tuple[str, ...], k: int) -> list[str]:
     items = list(pool)
     for i in range(k):
         j = i + rng.below(len(items) - i)
@@ -1584,7 +1452,7 @@ def _events(d: _Draft) -> None:
         _instruct(d)
 
 
-def _random_level(rng: _Rng, dtype: int, avoid: int) -> int:
+def _random_level(rng: StepRng, dtype: int, avoid: int) -> int:
     if dtype == BLIND:
         return 1 - avoid
     while True:
@@ -1593,7 +1461,7 @@ def _random_level(rng: _Rng, dtype: int, avoid: int) -> int:
             return level
 
 
-def _random_change(rng: _Rng, dtype: int, level: int, now: bool) -> tuple[str, str, int]:
+def _random_change(rng: StepRng, dtype: int, level: int, now: bool) -> tuple[str, str, int]:
     """Pick ``(phrase, op, value)``; a change made now stays inside the device's range."""
     if dtype == BLIND:
         return "set", "set", (1 - level if now else rng.below(2))

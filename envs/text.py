@@ -20,7 +20,15 @@ from typing import NamedTuple
 
 from wmkit.world.types import Claim
 
-__all__ = ["ClaimSpec", "Message", "MessageKind", "SlotType", "TextBook", "title_words"]
+__all__ = [
+    "ClaimSpec",
+    "Message",
+    "MessageKind",
+    "SlotType",
+    "TextBook",
+    "Voice",
+    "title_words",
+]
 
 
 def title_words(canonical: str) -> str:
@@ -210,3 +218,33 @@ class TextBook:
                 obj = values[spec.slot] if spec.slot is not None else spec.value
                 claims.append(Claim(subject, spec.relation, obj))
         return claims
+
+
+class Voice:
+    """Renders messages fast from the same template strings the reader compiles.
+
+    ``TextBook.render`` builds a ``Message`` and a dict per line; on the step path a
+    family keeps, per kind, the template strings and which slots are entities, and
+    formats directly.
+
+    Attributes:
+        to_text: slot name -> its type's ``to_text``.
+        kinds: kind name -> (templates, entity slots of any of its templates, in order).
+    """
+
+    def __init__(self, book: TextBook) -> None:
+        self.to_text = {slot: t.to_text for slot, t in book.slot_types.items()}
+        self.kinds = {
+            name: (
+                kind.templates,
+                tuple(
+                    {
+                        slot: None
+                        for template in kind.templates
+                        for _, slot, _, _ in string.Formatter().parse(template)
+                        if slot and book.slot_types[slot].entity
+                    }
+                ),
+            )
+            for name, kind in book.kinds.items()
+        }

@@ -75,7 +75,6 @@ the thin ``gymnasium.Env[str, str]`` shell.
 from __future__ import annotations
 
 import hashlib
-import math
 import string
 import struct
 from collections.abc import Callable, Sequence
@@ -83,11 +82,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
-import numpy as np
 from gymnasium import spaces
 from gymnasium.experimental.functional import FuncEnv
 
-from wmkit.envs.diagnostic import DiagnosticEnv
+from wmkit.envs.diagnostic import CoreDefaults, DiagnosticEnv, check_int, check_rate
 from wmkit.envs.text import ClaimSpec, Message, MessageKind, SlotType, TextBook
 from wmkit.world.types import Claim, Delta, Fact, Probe, delta_info
 
@@ -605,20 +603,6 @@ def read(observation: str) -> list[Claim]:
 # --- parameters ------------------------------------------------------------------------
 
 
-def _check_int(name: str, value: Any, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
-
-
-def _check_rate(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a number in [0, 1], got {type(value).__name__}")
-    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
-        raise ValueError(f"{name} must be in [0, 1], got {value}")
-
-
 @dataclass(frozen=True)
 class VaultParams:
     """Episode parameters; validated on construction.
@@ -648,17 +632,17 @@ class VaultParams:
     delay: tuple[int, int] = (2, 6)
 
     def __post_init__(self) -> None:
-        _check_int("horizon", self.horizon, 20, 1000)
-        _check_int("load", self.load, 1, MAX_LOAD)
-        _check_int("distractors", self.distractors, 0, 50)
+        check_int("horizon", self.horizon, 20, 1000)
+        check_int("load", self.load, 1, MAX_LOAD)
+        check_int("distractors", self.distractors, 0, 50)
         for name in ("paraphrase_rate", "indirection", "probe_rate"):
-            _check_rate(name, getattr(self, name))
+            check_rate(name, getattr(self, name))
         delay = self.delay
         if isinstance(delay, (str, bytes)) or not isinstance(delay, Sequence) or len(delay) != 2:
             raise TypeError(f"delay must be a (low, high) pair of ints, got {delay!r}")
         low, high = delay
-        _check_int("delay low", low, 1, 50)
-        _check_int("delay high", high, 1, 50)
+        check_int("delay low", low, 1, 50)
+        check_int("delay high", high, 1, 50)
         if low > high:
             raise ValueError(f"delay must have low <= high, got {tuple(delay)}")
         object.__setattr__(self, "delay", (int(low), int(high)))
@@ -680,8 +664,8 @@ class _Rng:
     """Per-step random numbers: a 31-bit LCG started from a hash of (seed, step, salt).
 
     So a step's draws are a function of the episode seed and the step only, as
-    transitions must be, at a fraction of the cost of seeding ``random.Random`` (or of
-    ``diagnostic.StepRandom``'s BLAKE2b): every number stays small, which is fast in
+    transitions must be, at a fraction of the cost of seeding ``random.Random`` (and
+    smaller than ``diagnostic.StepRng``'s 48 bits): every number stays small, which is fast in
     CPython, and the sequence is the same on every platform. Draws use the LCG's high
     bits, the good ones. ``_Draft`` inlines the same generator.
     """
@@ -1724,7 +1708,7 @@ def _max_lines(p: VaultParams) -> int:
     return 8 + 2 * doors + items + levers + p.distractors
 
 
-class VaultFuncEnv(FuncEnv[VaultState, str, str, int, bool, None, VaultParams]):
+class VaultFuncEnv(CoreDefaults, FuncEnv[VaultState, str, str, int, bool, None, VaultParams]):
     """The Vault family as pure functions over an immutable ``VaultState``.
 
     ``transition(state, action)`` is deterministic: its randomness is drawn from the
@@ -1750,10 +1734,6 @@ class VaultFuncEnv(FuncEnv[VaultState, str, str, int, bool, None, VaultParams]):
             min_length=0,
             charset=string.ascii_letters + string.digits + string.punctuation + " ",
         )
-
-    def get_default_params(self, **kwargs: Any) -> VaultParams:
-        """Return the parameters this core was built with."""
-        return self._params
 
     def initial(self, rng: Any, params: VaultParams | None = None) -> VaultState:
         """Return the state at reset: a fresh house, the player at its entrance, step 0.
@@ -1796,17 +1776,6 @@ class VaultFuncEnv(FuncEnv[VaultState, str, str, int, bool, None, VaultParams]):
     def observation(self, state: VaultState, rng: Any = None, params: Any = None) -> str:
         """Return the text of ``state``'s step, one message per line."""
         return state.text
-
-    def reward(
-        self,
-        state: VaultState,
-        action: str,
-        next_state: VaultState,
-        rng: Any = None,
-        params: Any = None,
-    ) -> int:
-        """Return the reward of the step into ``next_state`` (see the module docs)."""
-        return next_state.reward
 
     def terminal(self, state: VaultState, rng: Any = None, params: Any = None) -> bool:
         """Return True once the treasure has been taken."""

@@ -1,13 +1,26 @@
-"""Tests for the shared diagnostic shell, ``DiagnosticEnv``, through the Parcel family."""
+"""Tests for the shared diagnostic shell, ``DiagnosticEnv``, through the Parcel family,
+and for the helpers the families share (parameter checks, ``StepRng``, ``StepDraft``).
+"""
 
 from __future__ import annotations
 
 import gymnasium
+import numpy as np
 import pytest
 
 import wmkit.envs  # noqa: F401  (registers wmkit/Parcel-v0)
-from wmkit.envs.diagnostic import DiagnosticEnv
-from wmkit.envs.parcel import ParcelEnv, ParcelState
+from wmkit.envs.diagnostic import (
+    CoreDefaults,
+    DiagnosticEnv,
+    StepDraft,
+    StepRng,
+    changes_delta,
+    check_int,
+    check_rate,
+)
+from wmkit.envs.parcel import ParcelEnv, ParcelFuncEnv, ParcelState
+from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook, Voice
+from wmkit.world.types import Delta, Fact
 
 VISIBLE = {"admissible_actions", "score", "max_score", "moves"}
 TRUTH = {"wm.state", "wm.delta", "wm.probes", "wm.state_hash", "wm.mentioned"}
@@ -140,3 +153,109 @@ def test_reward_and_moves_are_plain_python_numbers():
     _, reward, terminated, truncated, info = env.step("wait")
     assert type(reward) is float and type(terminated) is bool and type(truncated) is bool
     assert all(type(info[k]) is int for k in ("score", "max_score", "moves"))
+
+
+# --- shared helpers ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "low", "high", "error", "match"),
+    [
+        (5, 20, 1000, ValueError, r"^n must be in \[20, 1000\], got 5$"),
+        (0, 1, None, ValueError, r"^n must be >= 1, got 0$"),
+        (True, 0, 9, TypeError, "n must be an int, got bool True"),
+        (2.0, 0, 9, TypeError, "n must be an int, got float 2.0"),
+    ],
+)
+def test_check_int_rejects_with_a_message_naming_the_problem(value, low, high, error, match):
+    with pytest.raises(error, match=match):
+        check_int("n", value, low, high)
+
+
+@pytest.mark.parametrize("value", [0, 7, np.int64(9), 10**9])
+def test_check_int_accepts_ints_in_range(value):
+    check_int("n", value, 0, None if value == 10**9 else 9)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [(1.5, ValueError), (-0.1, ValueError), (float("nan"), ValueError), (False, TypeError)],
+)
+def test_check_rate_rejects(value, error):
+    with pytest.raises(error, match="rate must be"):
+        check_rate("rate", value)
+
+
+@pytest.mark.parametrize("value", [0, 1, 0.5, np.float32(0.25)])
+def test_check_rate_accepts_numbers_in_the_unit_interval(value):
+    check_rate("rate", value)
+
+
+def test_step_rng_is_seeded_by_seed_and_step_and_stays_in_range():
+    def draws(seed, step):
+        rng = StepRng(seed, step)
+        return [rng.random() for _ in range(5)] + [rng.below(7) for _ in range(50)]
+
+    assert draws(3, 4) == draws(3, 4)
+    assert draws(3, 4) != draws(3, 5) and draws(3, 4) != draws(4, 4)
+    values = draws(11, -1)
+    assert all(0.0 <= x < 1.0 for x in values[:5])
+    assert set(values[5:]) <= set(range(7)) and len(set(values[5:])) > 3
+    rng = StepRng(1, 2)
+    assert all(0 <= rng.bits() < 2**48 for _ in range(20))
+    assert rng.choice("abc") in "abc"
+
+
+def test_changes_delta_sorts_and_drops_new_facts_from_removed():
+    assert changes_delta(()) == Delta()
+    delta = changes_delta((("b", "r", None, "x"), ("a", "r", "old", "new")))
+    assert delta.added == (Fact("a", "r", "new"), Fact("b", "r", "x"))
+    assert delta.removed == (Fact("a", "r", "old"),)
+
+
+class _Params:
+    paraphrase_rate = 1.0
+
+
+class _Draft(StepDraft):
+    __slots__ = ("changes", "lines", "mentioned", "params", "rng")
+    voice = Voice(
+        TextBook(
+            (
+                MessageKind(
+                    "seen",
+                    ("{thing} is {state}.", "Now {thing} is {state}."),
+                    (ClaimSpec("thing", "state", "state"),),
+                ),
+            ),
+            {
+                "thing": SlotType(r"[a-z]+", str, str, entity=True),
+                "state": SlotType(r"[a-z]+", str, str),
+            },
+        )
+    )
+
+    def __init__(self) -> None:
+        self.rng, self.params = StepRng(0, 0), _Params()
+        self.lines, self.mentioned, self.changes = [], {}, {}
+
+
+def test_step_draft_says_paraphrases_notes_entities_and_nets_changes():
+    d = _Draft()
+    d.say("seen", thing="lamp", state="on")
+    assert d.lines == ["Now lamp is on."]  # paraphrase_rate 1: never the canonical one
+    assert list(d.mentioned) == ["lamp"]
+    d.note("lamp", "state", "off", "on")
+    d.note("lamp", "state", "on", "dim")  # the first ``before`` is kept
+    d.note("door", "state", "shut", "open")
+    d.note("door", "state", "open", "shut")  # back where it was: no net change
+    assert d.take_changes() == (("lamp", "state", "off", "dim"),)
+    assert d.take_changes() == ()
+
+
+def test_core_defaults_come_before_func_env():
+    assert ParcelFuncEnv.__mro__.index(CoreDefaults) < ParcelFuncEnv.__mro__.index(
+        gymnasium.experimental.functional.FuncEnv
+    )
+    core = make().core
+    assert core.get_default_params() is core._params

@@ -12,8 +12,6 @@ and never from a test run::
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
 import random
 import string
@@ -21,7 +19,21 @@ from pathlib import Path
 
 import gymnasium
 import pytest
-from gymnasium.utils.env_checker import check_env, data_equivalence
+from family_checks import (
+    FullMemoryTracker,
+    assert_agent_info_only,
+    assert_deterministic,
+    assert_every_admissible_accepted,
+    assert_matches_golden,
+    assert_rejected_without_change,
+    assert_snapshot_restore_reproduces,
+    assert_truncates_at_horizon,
+    canonical_json,
+    golden_main,
+    play,
+    sha,
+)
+from gymnasium.utils.env_checker import check_env
 
 import wmkit.envs  # noqa: F401  (registers wmkit/Parcel-v0)
 from wmkit.envs.parcel import (
@@ -46,31 +58,6 @@ REJECTIONS = (
 
 def make(**kwargs) -> ParcelEnv:
     return gymnasium.make("wmkit/Parcel-v0", **kwargs).unwrapped
-
-
-class FullMemoryTracker:
-    """Applies every claim since reset; resolves descriptions against its own facts."""
-
-    def __init__(self) -> None:
-        self.values: dict[tuple[str, str], str] = {}
-
-    def resolve(self, subject):
-        if isinstance(subject, str):
-            return subject
-        matches = {
-            s
-            for (s, r), o in self.values.items()
-            if all(self.values.get((s, rel)) == obj for rel, obj in subject)
-        }
-        assert len(matches) == 1, f"description {subject} is ambiguous or unknown: {matches}"
-        return matches.pop()
-
-    def apply(self, claims: list[Claim]) -> None:
-        for claim in claims:
-            self.values[(self.resolve(claim.subject), claim.relation)] = claim.object
-
-    def facts(self) -> set[Fact]:
-        return {Fact(s, r, o) for (s, r), o in self.values.items()}
 
 
 def pick_action(rng: random.Random, info: dict) -> str:
@@ -105,20 +92,11 @@ def test_is_a_func_env_with_a_thin_shell():
 
 def trajectory(seed: int, steps: int, **kwargs) -> list:
     env = make(ground_truth=True, horizon=max(20, steps), **kwargs)
-    rng = random.Random(seed)
-    obs, info = env.reset(seed=seed)
-    out = [(obs, info)]
-    for _ in range(steps):
-        out.append(env.step(pick_action(rng, info)))
-        info = out[-1][-1]
-    return out
+    return play(env, seed, steps, pick_action)
 
 
 def test_same_seed_same_episode_and_different_seeds_differ():
-    a, b = trajectory(7, 60), trajectory(7, 60)
-    assert data_equivalence(a, b, exact=True)
-    assert trajectory(8, 60)[0][0] != a[0][0]
-    assert [step[0] for step in trajectory(8, 60)] != [step[0] for step in a]
+    assert_deterministic(lambda seed: trajectory(seed, 60))
 
 
 def test_reset_without_seed_continues_the_rng():
@@ -156,22 +134,14 @@ def test_make_rejects_unknown_kwarg():
 
 
 def test_truncation_at_horizon():
-    env = make(horizon=20)
-    env.reset(seed=0)
-    for t in range(1, 21):
-        _, _, terminated, truncated, info = env.step("wait")
-        assert terminated is False
-        assert truncated is (t == 20)
-        assert info["moves"] == t
+    assert_truncates_at_horizon(make(horizon=20))
 
 
 def test_no_ground_truth_keys_without_ground_truth():
     env = make()
     _, info = env.reset(seed=1)
     infos = [info] + [env.step("wait")[-1] for _ in range(30)]
-    for info in infos:
-        assert not [k for k in info if k.startswith("wm.")]
-        assert set(info) == {"admissible_actions", "score", "max_score", "moves"}
+    assert_agent_info_only(infos)
 
 
 def test_info_keys_and_shapes_with_ground_truth():
@@ -389,26 +359,9 @@ def test_descriptions_are_unambiguous_over_a_long_busy_episode():
 
 
 def test_snapshot_restore_reproduces_the_next_step():
-    env = make(ground_truth=True)
-    rng = random.Random(4)
-    _, info = env.reset(seed=4)
-    for _ in range(25):
-        _, _, _, _, info = env.step(pick_action(rng, info))
-    token = env.snapshot()
-    action = info["admissible_actions"][-1]
-    first = env.step(action)
-    env.step("wait")
-    env.restore(token)
-    assert data_equivalence(env.step(action), first, exact=True)
-
-    other = make(ground_truth=True)
-    other.reset(seed=99)
-    other.restore(token)
-    assert data_equivalence(other.step(action), first, exact=True)
-    with pytest.raises(ValueError, match="parameters"):
-        make(load=5).restore(token)
-    with pytest.raises(TypeError, match="ParcelState"):
-        env.restore("not a token")
+    assert_snapshot_restore_reproduces(
+        make, lambda rng, info, env: pick_action(rng, info), "ParcelState"
+    )
 
 
 @pytest.mark.parametrize(
@@ -424,18 +377,9 @@ def test_snapshot_restore_reproduces_the_next_step():
     ],
 )
 def test_invalid_command_replies_and_changes_nothing(command, reply):
-    env = make(ground_truth=True)
-    _, before = env.reset(seed=11)
-    obs, reward, terminated, truncated, after = env.step(command)
-    assert reply in obs and obs.count("\n") == 0  # only the reply: the world did not move
-    assert read(obs) == []
-    assert reward == 0 and not terminated and not truncated
-    assert after["wm.state"] == before["wm.state"]
-    assert after["wm.delta"] == {
-        "action": {"added": [], "removed": []},
-        "event": {"added": [], "removed": []},
-    }
-    assert after["moves"] == 1 and after["score"] == before["score"]
+    obs, before, after = assert_rejected_without_change(make(ground_truth=True), 11, command, read)
+    assert reply in obs
+    assert after["score"] == before["score"]
 
 
 def test_bad_address_is_rejected():
@@ -447,16 +391,13 @@ def test_bad_address_is_rejected():
 
 
 def test_every_admissible_action_is_accepted():
-    env = make(ground_truth=True)
-    rng = random.Random(12)
-    _, info = env.reset(seed=12)
-    for _ in range(60):
-        token = env.snapshot()
-        for action in info["admissible_actions"]:
-            obs = env.step(action)[0]
-            assert not any(r in obs.split("\n")[0] for r in REJECTIONS), (action, obs)
-            env.restore(token)
-        _, _, _, _, info = env.step(rng.choice(info["admissible_actions"]))
+    assert_every_admissible_accepted(
+        make(ground_truth=True),
+        12,
+        60,
+        REJECTIONS,
+        lambda rng, info, token: rng.choice(info["admissible_actions"]),
+    )
 
 
 def open_request(env: ParcelEnv):
@@ -603,10 +544,6 @@ GOLDEN_CASES = (
 GOLDEN_REJECTED = ("dance", "track px-0001", "notify nobody", "reroute px-1234 to ???", "  WAIT ")
 
 
-def canonical_json(value) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
 def golden_run(seed: int, params: dict) -> dict:
     """Play one golden episode; returns its JSON-ready record.
 
@@ -637,43 +574,10 @@ def golden_run(seed: int, params: dict) -> dict:
     return {"seed": seed, "params": params, "steps": steps, "infos": infos}
 
 
-def sha(info: dict) -> str:
-    return hashlib.sha256(canonical_json(info).encode()).hexdigest()[:16]
-
-
 @pytest.mark.parametrize("case", range(len(GOLDEN_CASES)))
 def test_parcel_matches_golden(case):
-    golden = json.loads(GOLDEN.read_text())[case]
-    got = golden_run(**GOLDEN_CASES[case])
-    assert (got["seed"], got["params"]) == (golden["seed"], golden["params"])
-    assert len(got["steps"]) == len(golden["steps"])
-    for i, (mine, theirs) in enumerate(zip(got["steps"], golden["steps"], strict=True)):
-        assert mine == theirs, f"case {case}: row {i} differs from the golden record"
-    assert got["infos"] == golden["infos"]
-
-
-def update_golden() -> None:
-    records = [golden_run(**case) for case in GOLDEN_CASES]
-    GOLDEN.parent.mkdir(exist_ok=True)
-    # One row per line, so a re-recording reviews as a readable diff.
-    lines = []
-    for record in records:
-        rows = ",\n".join(canonical_json(row) for row in record["steps"])
-        infos = ",\n".join(
-            f"{canonical_json(k)}:{canonical_json(v)}" for k, v in record["infos"].items()
-        )
-        lines.append(
-            f'{{"seed":{record["seed"]},"params":{canonical_json(record["params"])},\n'
-            f'"steps":[\n{rows}],\n"infos":{{\n{infos}}}}}'
-        )
-    GOLDEN.write_text("[\n" + ",\n".join(lines) + "\n]\n")
-    print(f"wrote {GOLDEN} ({GOLDEN.stat().st_size} bytes)")
+    assert_matches_golden(GOLDEN, case, golden_run(**GOLDEN_CASES[case]))
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--update-golden", action="store_true", help="re-record golden/parcel.json")
-    if parser.parse_args().update_golden:
-        update_golden()
-    else:
-        parser.print_help()
+    golden_main(__doc__, GOLDEN, lambda: [golden_run(**case) for case in GOLDEN_CASES])

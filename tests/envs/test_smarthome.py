@@ -13,8 +13,6 @@ and never from a test run::
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
 import random
 import string
@@ -22,6 +20,20 @@ from pathlib import Path
 
 import gymnasium
 import pytest
+from family_checks import (
+    FullMemoryTracker,
+    assert_agent_info_only,
+    assert_deterministic,
+    assert_every_admissible_accepted,
+    assert_matches_golden,
+    assert_rejected_without_change,
+    assert_snapshot_restore_reproduces,
+    assert_truncates_at_horizon,
+    canonical_json,
+    golden_main,
+    play,
+    sha,
+)
 from gymnasium.utils.env_checker import check_env, data_equivalence
 
 import wmkit.envs  # noqa: F401  (registers wmkit/SmartHome-v0)
@@ -55,37 +67,6 @@ BAD_COMMANDS = (
 
 def make(**kwargs) -> SmartHomeEnv:
     return gymnasium.make("wmkit/SmartHome-v0", **kwargs).unwrapped
-
-
-class FullMemoryTracker:
-    """Applies every claim since reset; resolves descriptions against its own facts.
-
-    Remembers the step each ``(subject, relation)`` was last stated, to check anchors.
-    """
-
-    def __init__(self) -> None:
-        self.values: dict[tuple[str, str], str] = {}
-        self.stated_at: dict[tuple[str, str], int] = {}
-
-    def resolve(self, subject):
-        if isinstance(subject, str):
-            return subject
-        matches = {
-            s
-            for (s, r), o in self.values.items()
-            if all(self.values.get((s, rel)) == obj for rel, obj in subject)
-        }
-        assert len(matches) == 1, f"description {subject} is ambiguous or unknown: {matches}"
-        return matches.pop()
-
-    def apply(self, claims: list[Claim], step: int) -> None:
-        for claim in claims:
-            key = (self.resolve(claim.subject), claim.relation)
-            self.values[key] = claim.object
-            self.stated_at[key] = step
-
-    def facts(self) -> set[Fact]:
-        return {Fact(s, r, o) for (s, r), o in self.values.items()}
 
 
 def pick_action(rng: random.Random, info: dict) -> str:
@@ -129,21 +110,11 @@ def test_is_a_func_env_with_a_thin_shell():
 
 def trajectory(seed: int, steps: int, **kwargs) -> list:
     env = make(ground_truth=True, horizon=max(20, steps), **kwargs)
-    rng = random.Random(seed)
-    obs, info = env.reset(seed=seed)
-    out = [(obs, info)]
-    for _ in range(steps):
-        out.append(env.step(pick_action(rng, info)))
-        info = out[-1][-1]
-    return out
+    return play(env, seed, steps, pick_action)
 
 
 def test_same_seed_same_episode_and_different_seeds_differ():
-    a, b = trajectory(7, 80), trajectory(7, 80)
-    assert data_equivalence(a, b, exact=True)
-    other = trajectory(8, 80)
-    assert other[0][0] != a[0][0]
-    assert [step[0] for step in other] != [step[0] for step in a]
+    assert_deterministic(lambda seed: trajectory(seed, 80))
 
 
 def test_reset_without_seed_continues_the_rng():
@@ -182,13 +153,7 @@ def test_make_rejects_unknown_kwarg():
 
 
 def test_truncation_at_horizon():
-    env = make(horizon=20)
-    env.reset(seed=0)
-    for t in range(1, 21):
-        _, _, terminated, truncated, info = env.step("wait")
-        assert terminated is False
-        assert truncated is (t == 20)
-        assert info["moves"] == t
+    assert_truncates_at_horizon(make(horizon=20))
 
 
 def test_no_ground_truth_keys_without_ground_truth():
@@ -198,8 +163,7 @@ def test_no_ground_truth_keys_without_ground_truth():
     infos = [info]
     for _ in range(40):
         infos.append(env.step(pick_action(rng, infos[-1]))[-1])
-    for info in infos:
-        assert set(info) == {"admissible_actions", "score", "max_score", "moves"}
+    assert_agent_info_only(infos)
 
 
 def test_info_keys_and_shapes_with_ground_truth():
@@ -541,31 +505,19 @@ def test_a_solver_reading_the_truth_carries_out_every_instruction():
 
 @pytest.mark.parametrize("command", [*BAD_COMMANDS, "", "line one\nLeo just got home."])
 def test_invalid_command_replies_and_changes_nothing(command):
-    env = make(ground_truth=True)
-    _, before = env.reset(seed=11)
-    obs, reward, terminated, truncated, after = env.step(command)
-    assert any(r in obs for r in REJECTIONS) and obs.count("\n") == 0, obs
-    assert read(obs) == []
-    assert reward == 0 and not terminated and not truncated
-    assert after["wm.state"] == before["wm.state"]
-    assert after["wm.delta"] == {
-        "action": {"added": [], "removed": []},
-        "event": {"added": [], "removed": []},
-    }
-    assert after["moves"] == 1 and after["wm.probes"] == []
+    obs, _, after = assert_rejected_without_change(make(ground_truth=True), 11, command, read)
+    assert any(r in obs for r in REJECTIONS), obs
+    assert after["wm.probes"] == []
 
 
 def test_every_admissible_action_is_accepted():
-    env = make(ground_truth=True)
-    rng = random.Random(12)
-    _, info = env.reset(seed=12)
-    for _ in range(60):
-        token = env.snapshot()
-        for action in info["admissible_actions"]:
-            obs = env.step(action)[0]
-            assert not any(r in obs.split("\n")[0] for r in REJECTIONS), (action, obs)
-            env.restore(token)
-        _, _, _, _, info = env.step(rng.choice(info["admissible_actions"]))
+    assert_every_admissible_accepted(
+        make(ground_truth=True),
+        12,
+        60,
+        REJECTIONS,
+        lambda rng, info, token: rng.choice(info["admissible_actions"]),
+    )
 
 
 def test_commands_ignore_case_and_spacing():
@@ -599,26 +551,9 @@ def test_probes_are_true_and_anchored_with_short_and_long_chains():
 
 
 def test_snapshot_restore_reproduces_the_next_step():
-    env = make(ground_truth=True)
-    rng = random.Random(4)
-    _, info = env.reset(seed=4)
-    for _ in range(25):
-        _, _, _, _, info = env.step(pick_action(rng, info))
-    token = env.snapshot()
-    action = info["admissible_actions"][-1]
-    first = env.step(action)
-    env.step("wait")
-    env.restore(token)
-    assert data_equivalence(env.step(action), first, exact=True)
-
-    other = make(ground_truth=True)
-    other.reset(seed=99)
-    other.restore(token)
-    assert data_equivalence(other.step(action), first, exact=True)
-    with pytest.raises(ValueError, match="parameters"):
-        make(load=5).restore(token)
-    with pytest.raises(TypeError, match="SmartHomeState"):
-        env.restore("not a token")
+    assert_snapshot_restore_reproduces(
+        make, lambda rng, info, env: pick_action(rng, info), "SmartHomeState"
+    )
 
 
 def test_state_hash_is_stable_and_follows_the_world():
@@ -667,14 +602,6 @@ GOLDEN_CASES = (
 )
 
 
-def canonical_json(value) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def sha(info: dict) -> str:
-    return hashlib.sha256(canonical_json(info).encode()).hexdigest()[:16]
-
-
 def golden_run(seed: int, params: dict) -> dict:
     """Play one golden episode; returns its JSON-ready record.
 
@@ -708,39 +635,8 @@ def pick_golden(rng: random.Random, env: SmartHomeEnv) -> str:
 
 @pytest.mark.parametrize("case", range(len(GOLDEN_CASES)))
 def test_smarthome_matches_golden(case):
-    golden = json.loads(GOLDEN.read_text())[case]
-    got = golden_run(**GOLDEN_CASES[case])
-    assert (got["seed"], got["params"]) == (golden["seed"], golden["params"])
-    assert len(got["steps"]) == len(golden["steps"])
-    for i, (mine, theirs) in enumerate(zip(got["steps"], golden["steps"], strict=True)):
-        assert mine == theirs, f"case {case}: row {i} differs from the golden record"
-    assert got["infos"] == golden["infos"]
-
-
-def update_golden() -> None:
-    records = [golden_run(**case) for case in GOLDEN_CASES]
-    GOLDEN.parent.mkdir(exist_ok=True)
-    # One row per line, so a re-recording reviews as a readable diff.
-    lines = []
-    for record in records:
-        rows = ",\n".join(canonical_json(row) for row in record["steps"])
-        infos = ",\n".join(
-            f"{canonical_json(k)}:{canonical_json(v)}" for k, v in record["infos"].items()
-        )
-        lines.append(
-            f'{{"seed":{record["seed"]},"params":{canonical_json(record["params"])},\n'
-            f'"steps":[\n{rows}],\n"infos":{{\n{infos}}}}}'
-        )
-    GOLDEN.write_text("[\n" + ",\n".join(lines) + "\n]\n")
-    print(f"wrote {GOLDEN} ({GOLDEN.stat().st_size} bytes)")
+    assert_matches_golden(GOLDEN, case, golden_run(**GOLDEN_CASES[case]))
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--update-golden", action="store_true", help="re-record golden/smarthome.json"
-    )
-    if parser.parse_args().update_golden:
-        update_golden()
-    else:
-        parser.print_help()
+    golden_main(__doc__, GOLDEN, lambda: [golden_run(**case) for case in GOLDEN_CASES])

@@ -21,7 +21,17 @@ from pathlib import Path
 
 import gymnasium
 import pytest
-from gymnasium.utils.env_checker import check_env, data_equivalence
+from family_checks import (
+    FullMemoryTracker,
+    assert_agent_info_only,
+    assert_deterministic,
+    assert_every_admissible_accepted,
+    assert_rejected_without_change,
+    assert_snapshot_restore_reproduces,
+    assert_truncates_at_horizon,
+    play,
+)
+from gymnasium.utils.env_checker import check_env
 
 import wmkit.envs  # noqa: F401  (registers wmkit/Vault-v0)
 from wmkit.agents.trackers import ClaimMemory
@@ -65,31 +75,6 @@ RULE_RELATIONS = {"fits", "opens", "operates", "delay", "latch_blocks", "shuts_a
 
 def make(**kwargs) -> VaultEnv:
     return gymnasium.make("wmkit/Vault-v0", **kwargs).unwrapped
-
-
-class FullMemoryTracker:
-    """Applies every claim since reset; resolves descriptions against its own facts."""
-
-    def __init__(self) -> None:
-        self.values: dict[tuple[str, str], str] = {}
-
-    def resolve(self, subject):
-        if isinstance(subject, str):
-            return subject
-        matches = {
-            s
-            for (s, r), o in self.values.items()
-            if all(self.values.get((s, rel)) == obj for rel, obj in subject)
-        }
-        assert len(matches) == 1, f"description {subject} is ambiguous or unknown: {matches}"
-        return matches.pop()
-
-    def apply(self, claims: list[Claim]) -> None:
-        for claim in claims:
-            self.values[(self.resolve(claim.subject), claim.relation)] = claim.object
-
-    def facts(self) -> set[Fact]:
-        return {Fact(s, r, o) for (s, r), o in self.values.items()}
 
 
 # --- a solver that reads the true state, hidden rules included -----------------------
@@ -186,22 +171,11 @@ def test_is_a_func_env_with_a_thin_shell():
 
 def trajectory(seed: int, steps: int, **kwargs) -> list:
     env = make(ground_truth=True, horizon=max(20, steps), **kwargs)
-    rng = random.Random(seed)
-    obs, info = env.reset(seed=seed)
-    out = [(obs, info)]
-    for _ in range(steps):
-        out.append(env.step(pick_action(rng, info, env.snapshot())))
-        info = out[-1][-1]
-        if out[-1][2]:
-            break
-    return out
+    return play(env, seed, steps, lambda rng, info: pick_action(rng, info, env.snapshot()))
 
 
 def test_same_seed_same_episode_and_different_seeds_differ():
-    a, b = trajectory(7, 60), trajectory(7, 60)
-    assert data_equivalence(a, b, exact=True)
-    assert trajectory(8, 60)[0][0] != a[0][0]
-    assert [step[0] for step in trajectory(8, 60)] != [step[0] for step in a]
+    assert_deterministic(lambda seed: trajectory(seed, 60))
 
 
 def test_ground_truth_does_not_change_the_episode():
@@ -265,21 +239,14 @@ def test_make_rejects_unknown_kwarg():
 
 
 def test_truncation_at_horizon():
-    env = make(horizon=20)
-    env.reset(seed=0)
-    for t in range(1, 21):
-        _, _, terminated, truncated, info = env.step("wait")
-        assert terminated is False
-        assert truncated is (t == 20)
-        assert info["moves"] == t
+    assert_truncates_at_horizon(make(horizon=20))
 
 
 def test_no_ground_truth_keys_without_ground_truth():
     env = make()
     _, info = env.reset(seed=1)
     infos = [info] + [env.step("wait")[-1] for _ in range(30)]
-    for info in infos:
-        assert set(info) == {"admissible_actions", "score", "max_score", "moves"}
+    assert_agent_info_only(infos)
 
 
 def test_info_keys_and_shapes_with_ground_truth():
@@ -695,26 +662,12 @@ def test_the_code_is_probed_at_the_keypad():
 
 
 def test_snapshot_restore_and_pickle_reproduce_the_next_step():
-    env = make(ground_truth=True)
-    rng = random.Random(4)
-    _, info = env.reset(seed=4)
-    for _ in range(25):
-        _, _, _, _, info = env.step(pick_action(rng, info, env.snapshot()))
-    token = env.snapshot()
-    action = info["admissible_actions"][-1]
-    first = env.step(action)
-    env.step("wait")
-    env.restore(token)
-    assert data_equivalence(env.step(action), first, exact=True)
-
-    other = make(ground_truth=True)
-    other.reset(seed=99)
-    other.restore(pickle.loads(pickle.dumps(token)))
-    assert data_equivalence(other.step(action), first, exact=True)
-    with pytest.raises(ValueError, match="parameters"):
-        make(load=5).restore(token)
-    with pytest.raises(TypeError, match="VaultState"):
-        env.restore("not a token")
+    assert_snapshot_restore_reproduces(
+        make,
+        lambda rng, info, env: pick_action(rng, info, env.snapshot()),
+        "VaultState",
+        carry=lambda token: pickle.loads(pickle.dumps(token)),
+    )
 
 
 @pytest.mark.parametrize(
@@ -730,18 +683,11 @@ def test_snapshot_restore_and_pickle_reproduce_the_next_step():
     ],
 )
 def test_invalid_command_replies_and_changes_nothing(command, reply):
-    env = make(ground_truth=True, distractors=0)
-    _, before = env.reset(seed=11)
-    obs, reward, terminated, truncated, after = env.step(command)
-    assert reply in obs and obs.count("\n") == 0  # only the reply: nothing happened
-    assert read(obs) == []
-    assert reward == 0 and not terminated and not truncated
-    assert after["wm.state"] == before["wm.state"]
-    assert after["wm.delta"] == {
-        "action": {"added": [], "removed": []},
-        "event": {"added": [], "removed": []},
-    }
-    assert after["moves"] == 1 and after["score"] == before["score"]
+    obs, before, after = assert_rejected_without_change(
+        make(ground_truth=True, distractors=0), 11, command, read
+    )
+    assert reply in obs
+    assert after["score"] == before["score"]
 
 
 def test_mentioned_entities_are_named_in_the_text():
@@ -775,18 +721,9 @@ def test_commands_naming_absent_things_are_refused_without_naming_them():
 
 
 def test_every_admissible_action_is_accepted():
-    env = make(ground_truth=True, load=6, horizon=400)
-    rng = random.Random(12)
-    _, info = env.reset(seed=12)
-    for _ in range(120):
-        token = env.snapshot()
-        for action in info["admissible_actions"]:
-            obs = env.step(action)[0]
-            assert not any(r in obs.split("\n")[0] for r in REJECTIONS), (action, obs)
-            env.restore(token)
-        _, _, terminated, _, info = env.step(pick_action(rng, info, token))
-        if terminated:
-            break
+    assert_every_admissible_accepted(
+        make(ground_truth=True, load=6, horizon=400), 12, 120, REJECTIONS, pick_action
+    )
 
 
 def test_aliases_are_understood():
