@@ -307,7 +307,7 @@ CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize(("index", "config"), enumerate(CONFIGS))
+@pytest.mark.parametrize(("index", "config"), list(enumerate(CONFIGS)))
 def test_full_memory_tracker_reconstructs_the_mentioned_truth(index, config):
     # 4 configs x 6 seeds: 24 distinct seeds, horizons from 20 to 300, a random agent
     # with some garbage commands.
