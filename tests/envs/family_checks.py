@@ -15,6 +15,7 @@ import argparse
 import hashlib
 import json
 import random
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 from gymnasium.utils.env_checker import data_equivalence
 
-from wmkit.world.types import Claim, Fact
+from wmkit.world.types import Claim, Fact, WorldState
 
 __all__ = [
     "AGENT_KEYS",
@@ -33,10 +34,12 @@ __all__ = [
     "assert_matches_golden",
     "assert_rejected_without_change",
     "assert_snapshot_restore_reproduces",
+    "assert_state_hash_follows_the_world",
     "assert_truncates_at_horizon",
     "canonical_json",
     "golden_main",
     "play",
+    "probe_chains",
     "sha",
     "write_golden",
 ]
@@ -196,6 +199,50 @@ def assert_snapshot_restore_reproduces(
         make(load=5).restore(token)
     with pytest.raises(TypeError, match=state_name):
         env.restore("not a token")
+
+
+def probe_chains(env: Any, seed: int, steps: int, pick: Callable) -> tuple[list[int], Counter]:
+    """Play ``steps`` with ``pick(rng, info, env)`` and check every probe on the way.
+
+    Each probe must ask about a mentioned entity, carry the true answer and an anchor in
+    ``[0, moves]``. Returns the chain lengths and a count of the probe kinds, for the
+    family's own assertions about what its probes cover.
+    """
+    rng = random.Random(seed)
+    _, info = env.reset(seed=seed)
+    mentioned: set[str] = set(info["wm.mentioned"])
+    chains: list[int] = []
+    kinds: Counter = Counter()
+    for _ in range(steps):
+        _, _, terminated, _, info = env.step(pick(rng, info, env))
+        mentioned.update(info["wm.mentioned"])
+        truth = WorldState(info["wm.state"])
+        for probe in info["wm.probes"]:
+            assert probe.subject in mentioned
+            assert truth.value(probe.subject, probe.relation) == probe.answer
+            assert 0 <= probe.anchor_step <= info["moves"]
+            chains.append(info["moves"] - probe.anchor_step)
+            kinds[probe.kind] += 1
+        if terminated:
+            break
+    return chains, kinds
+
+
+def assert_state_hash_follows_the_world(env: Any, change: Callable[[Any, dict], str]) -> None:
+    """The hash repeats for the same step from the same state and moves with the world.
+
+    ``change(token, info)`` names a command (from the reset state ``token``) that
+    changes the world, where ``wait`` from the same state does not change it the same way.
+    """
+    _, info = env.reset(seed=13)
+    token = env.snapshot()
+    a = env.step("wait")[-1]["wm.state_hash"]
+    env.restore(token)
+    b = env.step("wait")[-1]["wm.state_hash"]
+    env.restore(token)
+    c = env.step(change(token, info))[-1]["wm.state_hash"]
+    assert a == b != c
+    assert info["wm.state_hash"] != a
 
 
 # --- golden records --------------------------------------------------------------------

@@ -28,10 +28,12 @@ from family_checks import (
     assert_matches_golden,
     assert_rejected_without_change,
     assert_snapshot_restore_reproduces,
+    assert_state_hash_follows_the_world,
     assert_truncates_at_horizon,
     canonical_json,
     golden_main,
     play,
+    probe_chains,
     sha,
 )
 from gymnasium.utils.env_checker import check_env, data_equivalence
@@ -533,20 +535,8 @@ def test_commands_ignore_case_and_spacing():
 
 def test_probes_are_true_and_anchored_with_short_and_long_chains():
     env = make(ground_truth=True, horizon=400, probe_rate=1.0)
-    rng = random.Random(9)
-    _, info = env.reset(seed=9)
-    mentioned: set[str] = set(info["wm.mentioned"])
-    chains, kinds = [], set()
-    for _ in range(400):
-        _, _, _, _, info = env.step(pick_action(rng, info))
-        mentioned.update(info["wm.mentioned"])
-        truth = WorldState(info["wm.state"])
-        for probe in info["wm.probes"]:
-            assert probe.subject in mentioned
-            assert truth.value(probe.subject, probe.relation) == probe.answer
-            chains.append(info["moves"] - probe.anchor_step)
-            kinds.add(probe.kind)
-    assert kinds == {"drift", "breakage", "confusion"}
+    chains, kinds = probe_chains(env, 9, 400, lambda rng, info, env: pick_action(rng, info))
+    assert set(kinds) == {"drift", "breakage", "confusion"}
     assert min(chains) <= 2 and max(chains) >= 200
 
 
@@ -557,17 +547,10 @@ def test_snapshot_restore_reproduces_the_next_step():
 
 
 def test_state_hash_is_stable_and_follows_the_world():
-    env = make(ground_truth=True)
-    _, info = env.reset(seed=13)
-    token = env.snapshot()
-    a = env.step("wait")[-1]["wm.state_hash"]
-    env.restore(token)
-    b = env.step("wait")[-1]["wm.state_hash"]
-    env.restore(token)
-    device = token.home.words[-1]  # the thermostat
-    c = env.step(f"set {device} to 27")[-1]["wm.state_hash"]
-    assert a == b != c
-    assert info["wm.state_hash"] != a
+    def set_thermostat(token, info):
+        return f"set {token.home.words[-1]} to 27"  # the thermostat
+
+    assert_state_hash_follows_the_world(make(ground_truth=True), set_thermostat)
 
 
 def test_text_uses_paraphrases_and_names_from_seeded_pools():

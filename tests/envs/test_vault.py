@@ -28,8 +28,10 @@ from family_checks import (
     assert_every_admissible_accepted,
     assert_rejected_without_change,
     assert_snapshot_restore_reproduces,
+    assert_state_hash_follows_the_world,
     assert_truncates_at_horizon,
     play,
+    probe_chains,
 )
 from gymnasium.utils.env_checker import check_env
 
@@ -606,22 +608,9 @@ def test_rules_stay_out_of_the_state():
 
 def test_probes_are_true_and_anchored():
     env = make(ground_truth=True, horizon=600, probe_rate=1.0, load=8)
-    rng = random.Random(9)
-    _, info = env.reset(seed=9)
-    mentioned: set[str] = set(info["wm.mentioned"])
-    chains, kinds = [], collections.Counter()
-    for _ in range(600):
-        _, _, terminated, _, info = env.step(pick_action(rng, info, env.snapshot()))
-        mentioned.update(info["wm.mentioned"])
-        truth = WorldState(info["wm.state"])
-        for probe in info["wm.probes"]:
-            assert probe.subject in mentioned
-            assert truth.value(probe.subject, probe.relation) == probe.answer
-            assert 0 <= probe.anchor_step <= info["moves"]
-            chains.append(info["moves"] - probe.anchor_step)
-            kinds[probe.kind] += 1
-        if terminated:
-            break
+    chains, kinds = probe_chains(
+        env, 9, 600, lambda rng, info, env: pick_action(rng, info, env.snapshot())
+    )
     assert set(kinds) == {"drift", "breakage", "confusion"}
     assert min(chains) <= 2 and max(chains) >= 100  # short and long gaps both occur
 
@@ -802,16 +791,7 @@ def test_reopening_a_door_pays_nothing():
 
 
 def test_state_hash_is_stable_and_follows_the_world():
-    env = make(ground_truth=True)
-    _, info = env.reset(seed=13)
-    token = env.snapshot()
-    a = env.step("wait")[-1]["wm.state_hash"]
-    env.restore(token)
-    b = env.step("wait")[-1]["wm.state_hash"]
-    env.restore(token)
-    c = env.step(solve(token))[-1]["wm.state_hash"]
-    assert a == b != c
-    assert info["wm.state_hash"] != a
+    assert_state_hash_follows_the_world(make(ground_truth=True), lambda token, info: solve(token))
 
 
 def test_text_uses_paraphrases_and_names_from_seeded_pools():
