@@ -29,7 +29,13 @@ subject                 relation: object
 A flight is wanted when its class is the traveller's stated class, or the assumed one
 while none is stated. Every fact is stated in the observation of the step that sets
 or changes it (expiries and releases included), so a perfect reader with perfect
-memory reconstructs the state from the text. What is hard is keeping the latest
+memory reconstructs the state from the text. With ``expiry_notice=False`` a quote's
+lapse is not announced: instead every quote line is followed by its validity period
+(``Hotel Azure: quote valid for 6 steps.``, read as ``valid_for``: ``6``), and the
+quote turns ``expired`` silently that many steps later (a hold ending with it is
+still said, and so is a booking fixing the price for good). Then only a memory that
+keeps the stated validity as a TTL stays exact; a last-write-wins memory keeps
+``valid`` for good. What is hard is keeping the latest
 version of each wish over long gaps, not using a released or superseded fact, telling
 the assumption from the stated class, and resolving a hotel named only by its city
 and area ("the Lisbon hotel in the old town") against the offer that introduced it.
@@ -38,7 +44,8 @@ Actions (case and spacing ignored): ``wait``; ``search <city>``; ``hold <item>``
 ``book <item>``; ``cancel <item>``; ``ask budget``, ``ask class``, ``ask <city>``;
 ``confirm``. Items are named ``hotel azure``, ``flight tp123``, ``car lisbon``. A
 command that does not parse or names an unknown city or item is *rejected*: the reply
-says so, the move is spent and the world does not advance.
+says so, the move is spent and the world does not advance: no events run, so a quote
+due at that step lapses at the next step whose events run (stated there).
 
 Rewards: ``book`` +1 for a wanted item with a valid quote; -1 for booking on an
 expired quote (the desk re-quotes instead), for a double booking (a second item of the
@@ -58,23 +65,24 @@ from __future__ import annotations
 import bisect
 import hashlib
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, compress, count
+from operator import is_not
 from typing import Any, NamedTuple
 
 from gymnasium import spaces
 from gymnasium.experimental.functional import FuncEnv
 
 from wmkit.envs.diagnostic import (
+    Change,
     CoreDefaults,
     DiagnosticEnv,
-    StepDraft,
     StepRng,
-    changes_delta,
     check_int,
     check_rate,
 )
-from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook, Voice
+from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook
 from wmkit.world.types import Claim, Delta, Fact, Probe, delta_info
 
 __all__ = [
@@ -120,6 +128,7 @@ TYPE_NAMES = ("hotel", "flight", "car")
 
 P_USER = 0.2  # per step: the traveller states or revises a wish
 P_OFFER = 0.04  # per step: a new hotel offer comes in
+_OFFER_12, _USER_12 = P_OFFER * 4096, P_USER * 4096  # as thresholds on 12 random bits
 USER_WEIGHTS = (("hotel", 35), ("drop", 10), ("car", 15), ("budget", 20), ("class", 20))
 
 # --- text ------------------------------------------------------------------------------
@@ -167,6 +176,7 @@ SLOT_TYPES = {
     "budget": SlotType(r"\d{1,3}(?:,\d{3})*", _money_text, lambda t: t.replace(",", "")),
     "before": SlotType(r"\d{1,3}(?:,\d{3})*", _money_text, lambda t: t.replace(",", "")),
     "nights": SlotType(r"\d", str, str),
+    "steps": SlotType(r"\d{1,3}", str, str),
 }
 
 
@@ -339,6 +349,80 @@ KINDS = (
         The {car} is no longer held: the quote expired.
         """,
         ClaimSpec("car", "quote", value="expired"),
+        ClaimSpec("car", "status", value="offered"),
+    ),
+    # Without expiry notices (``expiry_notice=False``): a quote states how long it is
+    # valid, and its lapse is silent; only a hold that ends with it is said.
+    _kind(
+        "valid_for",
+        """
+        {hotel}: quote valid for {steps} steps.
+        The price of {hotel} holds for {steps} steps.
+        """,
+        ClaimSpec("hotel", "valid_for", "steps"),
+    ),
+    _kind(
+        "flight_valid_for",
+        """
+        {flight}: quote valid for {steps} steps.
+        The price of {flight} holds for {steps} steps.
+        """,
+        ClaimSpec("flight", "valid_for", "steps"),
+    ),
+    _kind(
+        "car_valid_for",
+        """
+        The {car}: quote valid for {steps} steps.
+        The price of the {car} holds for {steps} steps.
+        """,
+        ClaimSpec("car", "valid_for", "steps"),
+    ),
+    _kind(
+        "fixed",
+        """
+        {hotel}: the booked price is fixed; the quote no longer lapses.
+        The price of {hotel} is locked in by the booking.
+        """,
+        ClaimSpec("hotel", "quote", value="valid"),
+    ),
+    _kind(
+        "flight_fixed",
+        """
+        {flight}: the booked price is fixed; the quote no longer lapses.
+        The price of {flight} is locked in by the booking.
+        """,
+        ClaimSpec("flight", "quote", value="valid"),
+    ),
+    _kind(
+        "car_fixed",
+        """
+        The {car}: the booked price is fixed; the quote no longer lapses.
+        The price of the {car} is locked in by the booking.
+        """,
+        ClaimSpec("car", "quote", value="valid"),
+    ),
+    _kind(
+        "hold_ended",
+        """
+        The hold on {hotel} has ended.
+        {hotel} is no longer held.
+        """,
+        ClaimSpec("hotel", "status", value="offered"),
+    ),
+    _kind(
+        "flight_hold_ended",
+        """
+        The hold on {flight} has ended.
+        {flight} is no longer held.
+        """,
+        ClaimSpec("flight", "status", value="offered"),
+    ),
+    _kind(
+        "car_hold_ended",
+        """
+        The hold on the {car} has ended.
+        The {car} is no longer held.
+        """,
         ClaimSpec("car", "status", value="offered"),
     ),
     # The traveller's wishes.
@@ -669,6 +753,9 @@ class BookingParams:
         distractors: chatter lines per step, 0..50.
         indirection: probability the traveller names a hotel by city and area.
         probe_rate: probability that probes are due at a step.
+        expiry_notice: whether a quote's lapse is announced ("The quote for Hotel
+            Azure has expired."); when False, every quote line is followed by its
+            validity period ("quote valid for 6 steps") and the lapse is silent.
 
     Raises:
         TypeError: a parameter has the wrong type.
@@ -682,8 +769,14 @@ class BookingParams:
     distractors: int = 1
     indirection: float = 0.5
     probe_rate: float = 0.3
+    expiry_notice: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.expiry_notice, bool):
+            raise TypeError(
+                f"expiry_notice must be a bool, got {type(self.expiry_notice).__name__} "
+                f"{self.expiry_notice!r}"
+            )
         check_int("horizon", self.horizon, 20, 1000)
         check_int("load", self.load, 1, len(CITIES))
         check_int("quote_ttl", self.quote_ttl, 2, 100)
@@ -702,7 +795,6 @@ class Item(NamedTuple):
     ``""`` for flights (theirs follows the trip's class). ``expires`` is the step the
     quote lapses, or -1 (booked, or already expired). ``*_at`` fields are probe anchors;
     ``revised`` names the relations whose value has been superseded at least once.
-    ``facts`` (sorted by relation) and ``digest`` are derived (see ``_seal``).
     """
 
     id: str
@@ -721,8 +813,21 @@ class Item(NamedTuple):
     status_at: int
     wanted_at: int
     revised: frozenset[str] = frozenset()
-    facts: tuple[Fact, ...] = ()
-    digest: int = 0
+
+    @property
+    def facts(self) -> tuple[Fact, ...]:
+        """The item's facts, sorted by relation; the fixed ones (city, area, class) first."""
+        s, new = self.id, tuple.__new__  # Fact(...) without its Python-level __new__
+        price = new(Fact, (s, "price", str(self.price)))
+        quote = new(Fact, (s, "quote", self.quote))
+        status = new(Fact, (s, "status", self.status))
+        city = new(Fact, (s, "city", self.city))
+        if self.type == HOTEL:
+            area, wanted = new(Fact, (s, "area", self.area)), new(Fact, (s, "wanted", self.wanted))
+            return area, city, price, quote, status, wanted
+        if self.type == FLIGHT:
+            return city, new(Fact, (s, "class", self.cabin)), price, quote, status
+        return city, price, quote, status, new(Fact, (s, "wanted", self.wanted))
 
 
 class Trip(NamedTuple):
@@ -743,6 +848,10 @@ class Trip(NamedTuple):
 class BookingState(NamedTuple):
     """The whole episode state at one step: an immutable value, the snapshot token.
 
+    The step path keeps only what the next step needs; what ground truth reports
+    (facts, deltas, probes, the state hash) is derived from it on demand, so an episode
+    without ground truth never pays for it.
+
     Attributes:
         params: the episode parameters.
         seed: episode seed; step ``t`` draws from a generator seeded by (seed, t).
@@ -751,20 +860,24 @@ class BookingState(NamedTuple):
         items: every offer on file, in order of arrival.
         by_id: indices into ``items`` sorted by item id.
         by_words: command name (``hotel azure``) -> item index, shared by the episode.
-        next_expiry: the earliest quote expiry step among items, or -1.
+        by_city: city -> (index of its car, indices of its hotels sorted by id, indices
+            of its flights), shared by the episode.
+        schedule: ``(expires, item id, index)`` of every item whose quote will lapse,
+            sorted: the next expiries first, those due at one step in id order.
+            (A quote due at a rejected command's step, when no events run, lapses
+            at the next step whose events run.)
         confirmed: whether the current wishes were already confirmed (+1 once each).
         text: this step's observation.
-        mentioned: entity ids named in this step's observation (unique, in text order).
-        probes: probes due this step.
-        action_changes: ``(subject, relation, before, after)`` changes caused by the
-            agent's command this step (``before`` None for a new fact); see
-            ``action_delta``.
-        event_changes: the same for the world's events this step; see ``event_delta``.
+        mentioned: entity ids named in this step's observation (unique).
         reward: this step's reward.
         score: cumulative reward.
         max_score: chances to earn +1 created so far.
         admissible: sorted admissible commands.
-        digest: sum of item digests mod 2**64 (incremental state hash).
+        probe_rng: the step generator's state once the text was drawn, from which the
+            probes are drawn (see ``probes``); -1 when no probes are due (reset, a
+            rejected command).
+        prior: ``(items, trip)`` before this step (``((), None)`` at reset).
+        middle: ``(items, trip)`` after the agent's command, before the world's events.
     """
 
     params: BookingParams
@@ -774,42 +887,71 @@ class BookingState(NamedTuple):
     items: tuple[Item, ...]
     by_id: tuple[int, ...]
     by_words: dict[str, int]
-    next_expiry: int
+    by_city: dict[str, tuple[int, tuple[int, ...], tuple[int, ...]]]
+    schedule: tuple[tuple[int, str, int], ...]
     confirmed: bool
     text: str
     mentioned: tuple[str, ...]
-    probes: tuple[Probe, ...]
-    action_changes: tuple[tuple[str, str, str | None, str], ...]
-    event_changes: tuple[tuple[str, str, str | None, str], ...]
     reward: int
     score: int
     max_score: int
     admissible: tuple[str, ...]
-    digest: int
+    probe_rng: int
+    prior: tuple[tuple[Item, ...], Trip | None]
+    middle: tuple[tuple[Item, ...], Trip | None]
+
+    @property
+    def probes(self) -> tuple[Probe, ...]:
+        """The probes due this step."""
+        return _probes(self)
+
+    @property
+    def action_changes(self) -> tuple[Change, ...]:
+        """The fact changes caused by the agent's command this step.
+
+        ``(subject, relation, before, after)``, ``before`` None for a new fact; see
+        ``action_delta``.
+        """
+        return _changes(*self.prior, *self.middle)
+
+    @property
+    def event_changes(self) -> tuple[Change, ...]:
+        """The same for the world's events this step; see ``event_delta``."""
+        return _changes(*self.middle, self.items, self.trip)
 
     @property
     def action_delta(self) -> Delta:
         """The fact change caused by the agent's command this step."""
-        return changes_delta(self.action_changes)
+        return _delta(self.action_changes)
 
     @property
     def event_delta(self) -> Delta:
         """The fact change caused by the world's events (expiries, wishes...) this step."""
-        return changes_delta(self.event_changes)
+        return _delta(self.event_changes)
+
+    @property
+    def digest(self) -> int:
+        """Sum of the item digests mod 2**64 (the items' part of the state hash)."""
+        return _truth(self.items, self.by_id, self.prior[0]).digest
 
 
 def state_hash(state: BookingState) -> str:
     """Return a stable 16-hex-digit hash of the world in ``state``.
 
-    Covers the episode seed, the step, the trip's wishes and every item (incrementally,
-    through item digests). The observation and score are left out.
+    Covers the episode seed, the step, the trip's wishes and every item (through item
+    digests). The observation and score are left out.
     """
-    # The trip without ``revised``: a frozenset of strings reprs in a per-process order.
-    raw = repr((state.seed, state.step, state.trip[:-1], state.confirmed, state.digest))
+    return _state_hash(state, state.digest)
+
+
+def _state_hash(state: BookingState, digest: int) -> str:
+    # repr((seed, step, trip[:-1], confirmed, digest)), with the trip's repr kept.
+    text = _view(state.trip).text
+    raw = f"({state.seed!r}, {state.step!r}, {text}, {state.confirmed!r}, {digest!r})"
     return hashlib.blake2b(raw.encode(), digest_size=8).hexdigest()
 
 
-_new_state = BookingState._make
+_tuple_new = tuple.__new__  # builds a NamedTuple from a tuple without a Python call
 _CODE = {
     word: i
     for i, word in enumerate(
@@ -829,25 +971,21 @@ _CODE = {
     )
 }
 
+# Ground truth needs every item's facts and digest at every step, but only a few items
+# change in a step, and an unchanged item is the same object. So the facts and digest of
+# an item object are kept, keyed by its id() and checked by identity (the entry holds
+# the object, so its id() cannot be reused while the entry lives); and so are the
+# per-item lists of recent items tuples, each derived from the step before's.
+_DERIVED: dict[int, tuple[Item, tuple[Fact, ...], int]] = {}
+_TRUTHS: dict[int, _Truth] = {}
+_DERIVED_MAX = 1024
 
-def _seal(item: Item, index: int) -> Item:
-    s = item.id
-    quote_etc = (
-        Fact(s, "price", str(item.price)),
-        Fact(s, "quote", item.quote),
-        Fact(s, "status", item.status),
-    )
-    if item.type == HOTEL:
-        facts = (
-            Fact(s, "area", item.area),
-            Fact(s, "city", item.city),
-            *quote_etc,
-            Fact(s, "wanted", item.wanted),
-        )
-    elif item.type == FLIGHT:
-        facts = (Fact(s, "city", item.city), Fact(s, "class", item.cabin), *quote_etc)
-    else:
-        facts = (Fact(s, "city", item.city), *quote_etc, Fact(s, "wanted", item.wanted))
+
+def _derived(index: int, item: Item) -> tuple[Item, tuple[Fact, ...], int]:
+    """Return ``(item, its facts, its digest)``, ``item`` at ``index`` in its items."""
+    entry = _DERIVED.get(id(item))
+    if entry is not None and entry[0] is item:
+        return entry
     # Hash what changes over an item's life, keyed by its arrival index (its id, city
     # and kind are fixed then): ints hash the same in every process, unlike strings.
     key = (
@@ -860,8 +998,76 @@ def _seal(item: Item, index: int) -> Item:
         _CODE.get(item.wanted, -1),
         item.expires,
     )
-    digest = hash(key) % 2**64
-    return item._replace(facts=facts, digest=digest)
+    entry = item, item.facts, hash(key) % 2**64
+    if len(_DERIVED) >= _DERIVED_MAX:
+        _DERIVED.clear()
+    _DERIVED[id(item)] = entry
+    return entry
+
+
+class _Truth(NamedTuple):
+    """What ground truth derives from an items tuple (and its ``by_id``)."""
+
+    items: tuple[Item, ...]
+    by_id: tuple[int, ...]
+    facts: list[tuple[Fact, ...]]  # per item
+    digests: list[int]  # per item
+    digest: int  # of the whole tuple: the sum mod 2**64
+    offsets: list[int]  # per item: where its facts start in ``flat``
+    flat: list[Fact]  # every item's facts, items in id order
+
+
+def _truth(items: tuple[Item, ...], by_id: tuple[int, ...], base: tuple[Item, ...]) -> _Truth:
+    """Return the ``_Truth`` of ``items``; from ``base``'s if that is at hand."""
+    hit = _TRUTHS.get(id(items))
+    if hit is not None and hit.items is items:
+        return hit
+    old = _TRUTHS.get(id(base))
+    if old is not None and old.items is base and len(base) <= len(items):
+        facts, digests, digest = old.facts.copy(), old.digests.copy(), old.digest
+        n = len(base)
+        changed = _changed(base, items)
+        for i in changed:
+            _, item_facts, item_digest = _derived(i, items[i])
+            if i < n:
+                digest += item_digest - digests[i]
+                facts[i], digests[i] = item_facts, item_digest
+            else:
+                digest += item_digest
+                facts.append(item_facts)
+                digests.append(item_digest)
+        if old.by_id is by_id:  # no new item: the facts keep their places
+            offsets, flat = old.offsets, old.flat.copy()
+            for i in changed:
+                flat[offsets[i] : offsets[i] + len(facts[i])] = facts[i]
+        else:
+            offsets, flat = _flatten(facts, by_id)
+    else:
+        entries = [_derived(i, item) for i, item in enumerate(items)]
+        facts, digests = [e[1] for e in entries], [e[2] for e in entries]
+        digest = sum(digests)
+        offsets, flat = _flatten(facts, by_id)
+    truth = _Truth(items, by_id, facts, digests, digest % 2**64, offsets, flat)
+    if len(_TRUTHS) >= 16:
+        _TRUTHS.clear()
+    _TRUTHS[id(items)] = truth
+    return truth
+
+
+def _flatten(facts: list[tuple[Fact, ...]], by_id: tuple[int, ...]) -> tuple[list[int], list[Fact]]:
+    offsets, at = [0] * len(facts), 0
+    for i in by_id:
+        offsets[i] = at
+        at += len(facts[i])
+    return offsets, list(chain.from_iterable(map(facts.__getitem__, by_id)))
+
+
+def _changed(a: tuple[Item, ...], b: tuple[Item, ...]) -> list[int]:
+    """Return the indices where ``b`` (a later items tuple) differs from ``a``."""
+    out = list(compress(count(), map(is_not, a, b)))
+    if len(b) > len(a):
+        out += range(len(a), len(b))
+    return out
 
 
 def _trip_facts(trip: Trip) -> list[Fact]:
@@ -872,17 +1078,73 @@ def _trip_facts(trip: Trip) -> list[Fact]:
     return out
 
 
+class _TripView(NamedTuple):
+    trip: Trip
+    text: str  # repr of the trip without ``revised``, for the state hash
+    facts: tuple[Fact, ...]
+
+
+_trip_view = _TripView(None, "", ())  # type: ignore[arg-type]
+
+
+def _view(trip: Trip) -> _TripView:
+    """Return what ground truth derives from ``trip``; the last one is kept."""
+    global _trip_view
+    view = _trip_view
+    if view.trip is not trip:
+        # A frozenset of strings reprs in a per-process order: ``revised`` is left out.
+        view = _trip_view = _TripView(trip, repr(trip[:-1]), tuple(_trip_facts(trip)))
+    return view
+
+
+def _changes(
+    items_a: tuple[Item, ...], trip_a: Trip | None, items_b: tuple[Item, ...], trip_b: Trip | None
+) -> tuple[Change, ...]:
+    """Return the net fact changes from ``(items_a, trip_a)`` to ``(items_b, trip_b)``.
+
+    Items only change in place or arrive at the end, and an unchanged item is the same
+    object, so the diff skips by identity. Facts new in ``b`` have ``before`` None. An
+    item's id, city, area and class never change: only its other facts are compared.
+    """
+    out: list[Change] = []
+    if items_a is not items_b:
+        n = len(items_a)
+        for i in _changed(items_a, items_b):
+            b = items_b[i]
+            if i >= n:
+                out += [(s, r, None, o) for s, r, o in _derived(i, b)[1]]
+                continue
+            a, s = items_a[i], b.id
+            if a.price != b.price:
+                out.append((s, "price", str(a.price), str(b.price)))
+            if a.quote != b.quote:
+                out.append((s, "quote", a.quote, b.quote))
+            if a.status != b.status:
+                out.append((s, "status", a.status, b.status))
+            if a.wanted != b.wanted:
+                out.append((s, "wanted", a.wanted, b.wanted))
+    if trip_a is not trip_b and trip_b is not None:
+        before = {} if trip_a is None else {f[1]: f[2] for f in _view(trip_a).facts}
+        out += [(s, r, before.get(r), o) for s, r, o in _view(trip_b).facts if before.get(r) != o]
+    return tuple(out)
+
+
+_NO_DELTA = Delta()
+
+
+def _delta(changes: tuple[Change, ...]) -> Delta:
+    """Return the ``Delta`` of raw changes (``changes_delta``, without Python-level calls)."""
+    if not changes:
+        return _NO_DELTA
+    new = tuple.__new__
+    added = sorted([new(Fact, (s, r, after)) for s, r, _, after in changes])
+    removed = sorted([new(Fact, (s, r, b)) for s, r, b, _ in changes if b is not None])
+    return new(Delta, (tuple(added), tuple(removed)))
+
+
 def _words(item_id: str) -> str:
     kind, _, name = item_id.partition(":")
     return f"{kind} {name}"
-
-
-def _kind_prefix(item: Item) -> str:
-    return ("", "flight_", "car_")[item.type]
-
-
-def _slot(item: Item) -> str:
-    return TYPE_NAMES[item.type]
 
 
 def _is_wanted(trip: Trip, item: Item) -> bool:
@@ -903,138 +1165,343 @@ def _itinerary_ok(trip: Trip, items: tuple[Item, ...] | list[Item]) -> bool:
     return len(has_flight) == len(trip.cities)
 
 
-# --- transitions -----------------------------------------------------------------------
+# --- text on the step path ---------------------------------------------------------------
 
 
-class _Draft(StepDraft):
-    """Mutable scratch copy of a state for one transition, frozen again by ``freeze``.
+class _Spec:
+    """A message kind on the step path: its templates and a memo of rendered lines.
 
-    ``changes`` maps ``(subject, relation)`` to ``[before, after]`` for the current phase
-    (agent command, then world events), to split the delta by cause.
+    ``say`` passes a kind's values positionally, in the order its slots first appear in
+    its templates (``slots``). A line is a pure function of (variant, values), so each
+    is formatted once and then looked up.
     """
 
     __slots__ = (
-        "by_id", "by_words", "changes", "confirmed", "digest", "dirty", "items", "lines",
-        "max_score", "mentioned", "next_expiry", "params", "reward", "rng", "state", "step",
-        "trip",
+        "entities", "halves", "lines", "priced", "slots", "templates", "to_text", "variants",
     )  # fmt: skip
-    voice = Voice(TEXT)
 
-    def __init__(self, state: BookingState, step: int) -> None:
-        self.state = state
-        self.params = state.params
-        self.step = step
-        self.rng = StepRng(state.seed, step)
-        self.trip = state.trip
-        self.items: tuple[Item, ...] | list[Item] = state.items  # copied on first write
-        self.by_id = state.by_id
-        self.by_words = state.by_words
-        self.next_expiry = state.next_expiry
-        self.confirmed = state.confirmed
+    def __init__(self, kind: MessageKind) -> None:
+        slots = {
+            slot: None
+            for template in kind.templates
+            for _, slot, _, _ in string.Formatter().parse(template)
+            if slot
+        }
+        self.templates = kind.templates
+        self.variants = len(kind.templates)
+        self.slots = tuple(slots)
+        self.to_text = tuple(SLOT_TYPES[slot].to_text for slot in slots)
+        self.entities = tuple(k for k, slot in enumerate(slots) if SLOT_TYPES[slot].entity)
+        # Per variant: values -> (line, entity ids named).
+        self.lines: tuple[dict[tuple[str, ...], tuple[str, tuple[str, ...]]], ...] = tuple(
+            {} for _ in kind.templates
+        )
+        # Quotes (``say_quote``), per variant: item id -> the line around its price.
+        self.priced: tuple[dict[str, tuple[str, str]], ...] = tuple({} for _ in kind.templates)
+        # A template with one slot, as the text around it: rendered by concatenation.
+        self.halves = tuple(
+            tuple(t.split("{" + self.slots[0] + "}")) if len(self.slots) == 1 else None
+            for t in kind.templates
+        )
+
+    def render(self, variant: int, values: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+        if len(values) != len(self.slots):
+            raise ValueError(f"{self.slots} needed, got {values}")
+        halves = self.halves[variant]
+        if halves is not None:
+            line = halves[0] + self.to_text[0](values[0]) + halves[1]
+        else:
+            text = {s: f(v) for s, f, v in zip(self.slots, self.to_text, values, strict=True)}
+            line = self.templates[variant].format_map(text)
+        out = line, tuple([values[k] for k in self.entities])
+        memo = self.lines[variant]
+        if len(memo) >= 4096:  # a budget's, a new offer's: rare lines keep coming
+            memo.clear()
+        memo[values] = out
+        return out
+
+    def render_quote(self, variant: int, item_id: str) -> tuple[str, str]:
+        if self.slots[1:] != ("price",) or self.variants != 2:
+            raise ValueError(f"{self.slots}: not an item and its price in two variants")
+        text = {self.slots[0]: self.to_text[0](item_id), "price": "\0"}
+        head, _, tail = self.templates[variant].format_map(text).partition("\0")
+        memo = self.priced[variant]
+        if len(memo) >= 4096:  # flight codes are drawn: new ones keep coming
+            memo.clear()
+        memo[item_id] = head, tail
+        return head, tail
+
+
+_SPECS = {name: _Spec(kind) for name, kind in TEXT.kinds.items() if name != "chatter"}
+_M48 = (1 << 48) - 1
+# Message kinds per item type: hotel, flight, car.
+_TYPED = {
+    base: (base, "flight_" + base, "car_" + base)
+    for base in (
+        "quoted", "expired", "hold_lapsed", "held", "booked", "requoted", "cancelled",
+        "valid_for", "hold_ended", "fixed",
+    )
+}  # fmt: skip
+_EXPIRED, _HOLD_LAPSED = _TYPED["expired"], _TYPED["hold_lapsed"]
+_VALID_FOR, _HOLD_ENDED, _FIXED = _TYPED["valid_for"], _TYPED["hold_ended"], _TYPED["fixed"]
+_HELD, _BOOKED, _CANCELLED = _TYPED["held"], _TYPED["booked"], _TYPED["cancelled"]
+# Chatter lines, rendered once: per template, the line, or its lines per city or trip.
+_CHATTER_SLOT = tuple(
+    "city" if "{city}" in t else "trip" if "{trip}" in t else "" for t in _CHATTER
+)
+_CHATTER_LINES: tuple[Any, ...] = tuple(
+    {c: t.format(city=c.capitalize()) for c in CITIES}
+    if slot == "city"
+    else {"trip:" + n: t.format(trip=n.capitalize()) for n in TRAVELLERS}
+    if slot == "trip"
+    else t
+    for t, slot in zip(_CHATTER, _CHATTER_SLOT, strict=True)
+)
+
+
+# --- transitions -----------------------------------------------------------------------
+
+
+class _Draft:
+    """Mutable scratch copy of a state for one transition, frozen again by ``freeze``.
+
+    Items and the schedule are tuples until the first write, then lists; every write
+    of an item is a new ``Item`` object, so unchanged items stay the same objects (see
+    ``_changes``).
+    """
+
+    __slots__ = (
+        "admissible", "by_city", "by_id", "by_words", "confirmed", "items", "lines",
+        "max_score", "middle", "named", "params", "prior", "reward", "rng", "schedule",
+        "score", "seed", "step", "trip",
+    )  # fmt: skip
+    items: tuple[Item, ...] | list[Item]  # copied on first write
+    schedule: tuple[tuple[int, str, int], ...] | list[tuple[int, str, int]]  # the same
+
+    def __init__(self, state: BookingState, advance: int) -> None:
+        """Start the step ``advance`` (1, or 0 at reset) steps after ``state``'s."""
+        # One unpacking: a NamedTuple's attributes are slow to get one by one.
+        (
+            self.params, seed, step, trip, items, self.by_id, self.by_words, self.by_city,
+            self.schedule, self.confirmed, _, _, _, self.score, self.max_score,
+            self.admissible, _, _, _,
+        ) = state  # fmt: skip
+        self.trip, self.items, self.prior = trip, items, (items, trip)
+        self.seed, self.step = seed, step + advance
+        self.rng = StepRng(seed, step + advance)
         self.lines: list[str] = []
-        self.mentioned: dict[str, None] = {}  # insertion-ordered: deterministic
-        self.changes: dict[tuple[str, str], list[str | None]] = {}
-        self.digest = state.digest
-        self.max_score = state.max_score
+        self.named: list[str] = []  # entity ids named, with repeats
         self.reward = 0
-        self.dirty = False  # items were added: recompute admissible
+        self.middle: tuple[tuple[Item, ...], Trip | None] | None = None  # see transition
 
-    def say_item(self, kind: str, item: Item, **values: str) -> None:
-        self.say(_kind_prefix(item) + kind, **{_slot(item): item.id}, **values)
+    def say(self, kind: str, *values: str) -> None:
+        """Add a line of ``kind``; values in its slot order (see ``_Spec``).
+
+        A paraphrase at ``paraphrase_rate``: the draws of ``StepDraft.say``, inlined.
+        """
+        spec = _SPECS[kind]
+        n = spec.variants
+        variant = 0
+        if n > 1:
+            rng = self.rng
+            rng.x = x = (rng.x * 0x5DEECE66D + 11) & _M48
+            if x * 3.552713678800501e-15 < self.params.paraphrase_rate:
+                rng.x = x = (x * 0x5DEECE66D + 11) & _M48
+                variant = (((x >> 16) * (n - 1)) >> 32) + 1
+        line = spec.lines[variant].get(values) or spec.render(variant, values)
+        self.lines.append(line[0])
+        if line[1]:
+            self.named += line[1]
+
+    def say_quote(self, kind: str, item: Item) -> None:
+        """Say ``item``'s fresh quote in ``kind`` (``quoted`` or ``requoted``).
+
+        ``say(kind, item.id, str(item.price))``, but prices drift, so the line is kept
+        per item around its price.
+        """
+        spec = _SPECS[_TYPED[kind][item.type]]
+        variant = 0  # two variants: the draws of ``say``
+        rng = self.rng
+        rng.x = x = (rng.x * 0x5DEECE66D + 11) & _M48
+        if x * 3.552713678800501e-15 < self.params.paraphrase_rate:
+            rng.x = (x * 0x5DEECE66D + 11) & _M48
+            variant = 1
+        head, tail = spec.priced[variant].get(item.id) or spec.render_quote(variant, item.id)
+        self.lines.append(f"{head}{item.price:,}{tail}")
+        self.named.append(item.id)
+
+    def say_valid(self, item: Item) -> None:
+        """Without expiry notices, say how many more steps ``item``'s quote is valid."""
+        if not self.params.expiry_notice:
+            self.say(_VALID_FOR[item.type], item.id, str(item.expires - self.step))
 
     def chatter(self, first: int) -> None:
-        rng = self.rng
+        """Insert the distractor lines after the first ``first`` lines.
+
+        The draws of ``rng.below``/``rng.choice``, inlined: this runs every step.
+        """
+        rng, lines, trip = self.rng, self.lines, self.trip
+        x = rng.x
         for _ in range(self.params.distractors):
-            variant = rng.below(len(_CHATTER))
-            template = _CHATTER[variant]
-            if "{city}" in template:
-                line = template.format(city=rng.choice(self.trip.cities).capitalize())
-            elif "{trip}" in template:
-                self.mentioned[self.trip.id] = None
-                line = template.format(trip=self.trip.id[5:].capitalize())
-            else:
-                line = template
-            self.lines.insert(first + rng.below(len(self.lines) - first + 1), line)
+            x = (x * 0x5DEECE66D + 11) & _M48
+            variant = ((x >> 16) * len(_CHATTER)) >> 32
+            line = _CHATTER_LINES[variant]
+            if _CHATTER_SLOT[variant] == "city":
+                x = (x * 0x5DEECE66D + 11) & _M48
+                line = line[trip.cities[((x >> 16) * len(trip.cities)) >> 32]]
+            elif _CHATTER_SLOT[variant] == "trip":
+                self.named.append(trip.id)
+                line = line[trip.id]
+            x = (x * 0x5DEECE66D + 11) & _M48
+            lines.insert(first + (((x >> 16) * (len(lines) - first + 1)) >> 32), line)
+        rng.x = x
 
     # -- facts --
 
     def put(self, i: int, item: Item) -> None:
-        item = _seal(item, i)
-        if type(self.items) is tuple:
-            self.items = list(self.items)
-        if i == len(self.items):
-            self.items.append(item)
-            for fact in item.facts:
-                self.note(fact.subject, fact.relation, None, fact.object)
-            k = bisect.bisect_left(self.by_id, item.id, key=lambda j: self.items[j].id)
-            self.by_id = (*self.by_id[:k], i, *self.by_id[k:])
-            self.digest = (self.digest + item.digest) % 2**64
-            self.dirty = True
+        """Store ``item`` at index ``i``: a new item at the end, or a changed one."""
+        items = self.items
+        if type(items) is tuple:
+            items = self.items = list(items)
+        if i < len(items):
+            expired = items[i].expires
+            items[i] = item
         else:
-            old = self.items[i]
-            changed = set()
-            for before, after in zip(old.facts, item.facts, strict=True):
-                if before.object != after.object:
-                    self.note(after.subject, after.relation, before.object, after.object)
-                    changed.add(after.relation)
-            if changed - item.revised:
-                item = item._replace(revised=item.revised | changed)
-            self.items[i] = item
-            self.digest = (self.digest + item.digest - old.digest) % 2**64
-        if item.expires >= 0 and (self.next_expiry < 0 or item.expires < self.next_expiry):
-            self.next_expiry = item.expires
+            expired = -1
+            items.append(item)
+            k = bisect.bisect_left(self.by_id, item.id, key=lambda j: items[j].id)
+            self.by_id = (*self.by_id[:k], i, *self.by_id[k:])
+            words = _words(item.id)
+            added = [*self.admissible]
+            for action in (f"hold {words}", f"book {words}", f"cancel {words}"):
+                bisect.insort(added, action)
+            self.admissible = tuple(added)
+        if item.expires != expired:
+            self.reschedule(i, item.id, expired, item.expires)
+
+    def reschedule(self, i: int, item_id: str, before: int, after: int) -> None:
+        """Move item ``i``'s quote expiry from step ``before`` to ``after`` (-1: none)."""
+        schedule = self.schedule
+        if type(schedule) is tuple:
+            schedule = self.schedule = list(schedule)
+        if before >= 0:
+            entry = (before, item_id, i)
+            k = bisect.bisect_left(schedule, entry)
+            if k < len(schedule) and schedule[k] == entry:
+                del schedule[k]
+        if after >= 0:
+            bisect.insort(schedule, (after, item_id, i))
 
     def set_trip(self, trip: Trip) -> None:
-        changed = set()
-        for before, after in zip(_trip_facts(self.trip), _trip_facts(trip), strict=False):
-            if before != after:
-                self.note(after.subject, after.relation, before.object, after.object)
-                changed.add(after.relation)
-        if trip.cabin and not self.trip.cabin:
-            self.note(trip.id, "class", None, trip.cabin)
-        self.trip = trip._replace(revised=trip.revised | changed)
+        old, changed = self.trip, []
+        if trip.budget != old.budget:
+            changed.append("budget")
+        if old.cabin and trip.cabin != old.cabin:
+            changed.append("class")
+        if trip.assumed != old.assumed:
+            changed.append("assumed_class")
+        self.trip = trip._replace(revised=trip.revised.union(changed)) if changed else trip
 
     # -- items --
 
+    def store(self, i: int, old: Item, item: Item) -> None:
+        """Store ``item``, the new version of item ``i`` (``old``): ``put`` for a change."""
+        items = self.items
+        if type(items) is tuple:
+            items = self.items = list(items)
+        items[i] = item
+        if item.expires != old.expires:
+            self.reschedule(i, old.id, old.expires, item.expires)
+
+    # The step path's writes: one unpacking of the item (a NamedTuple's attributes are
+    # slow to get one by one), the new item built positionally, ``store`` inlined.
+
+    def set_status(
+        self, i: int, old: Item, quote: str, status: str, expires: int, quote_at: int,
+        status_at: int,
+    ) -> None:  # fmt: skip
+        """Change item ``i``'s quote and status (``old`` is the item now)."""
+        (
+            item_id, kind, city, area, cabin, price, old_quote, old_status, wanted,
+            old_expires, intro, price_at, _, _, wanted_at, revised,
+        ) = old  # fmt: skip
+        if quote != old_quote and "quote" not in revised:
+            revised = revised | _QUOTE
+        if status != old_status and "status" not in revised:
+            revised = revised | _STATUS
+        items = self.items
+        if type(items) is tuple:
+            items = self.items = list(items)
+        items[i] = _tuple_new(Item, (
+            item_id, kind, city, area, cabin, price, quote, status, wanted, expires, intro,
+            price_at, quote_at, status_at, wanted_at, revised,
+        ))  # fmt: skip
+        if expires != old_expires:
+            self.reschedule(i, item_id, old_expires, expires)
+
     def quote(self, i: int, *, reprice: bool) -> Item:
-        """Give item ``i`` a fresh valid quote (a new price when ``reprice``)."""
-        item, step = self.items[i], self.step
-        price = _reprice(self.rng, item) if reprice else item.price
-        self.put(
-            i,
-            item._replace(
-                price=price, price_at=step, quote="valid", quote_at=step,
-                expires=step + self.params.quote_ttl,
-            ),
-        )  # fmt: skip
-        return self.items[i]
+        """Give item ``i`` a fresh valid quote (a new price when ``reprice``); return it."""
+        old, step = self.items[i], self.step
+        (
+            item_id, kind, city, area, cabin, old_price, old_quote, status, wanted,
+            old_expires, intro, _, _, status_at, wanted_at, revised,
+        ) = old  # fmt: skip
+        price = _reprice(self.rng, old) if reprice else old_price
+        if price != old_price and "price" not in revised:
+            revised = revised | _PRICE
+        if old_quote != "valid" and "quote" not in revised:
+            revised = revised | _QUOTE
+        expires = step + self.params.quote_ttl
+        items = self.items
+        if type(items) is tuple:
+            items = self.items = list(items)
+        items[i] = item = _tuple_new(Item, (
+            item_id, kind, city, area, cabin, price, "valid", status, wanted, expires, intro,
+            step, step, status_at, wanted_at, revised,
+        ))  # fmt: skip
+        if expires != old_expires:
+            self.reschedule(i, item_id, old_expires, expires)
+        return item
 
     def wish(self, i: int, wanted: str) -> None:
         """Set the traveller's wish on item ``i``; count the chances it opens."""
+        old = self.items[i]
+        revised = old.revised
+        if wanted != old.wanted and "wanted" not in revised:
+            revised = revised | _WANTED
+        self.store(i, old, old._replace(wanted=wanted, wanted_at=self.step, revised=revised))
+        self.wishes_changed(opened=int(wanted == "yes" or old.status == "booked"))
+
+    def restate_wish(self, i: int) -> None:
+        """The traveller restated the wish on item ``i``: a new anchor, no change."""
         item = self.items[i]
-        self.put(i, item._replace(wanted=wanted, wanted_at=self.step))
-        self.wishes_changed(opened=int(wanted == "yes" or item.status == "booked"))
+        self.put(i, item._replace(wanted_at=self.step))
 
     def wishes_changed(self, opened: int) -> None:
         # A new version of the wishes: a confirmation can earn +1 again.
         self.max_score += opened + 1
         self.confirmed = False
 
-    def freeze(
-        self, *, admissible: tuple[str, ...] | None, probes: tuple[Probe, ...],
-        action_changes: tuple = (), event_changes: tuple = (),
-    ) -> BookingState:  # fmt: skip
-        state = self.state
-        if admissible is None:
-            admissible = _admissible(self.trip, self.items) if self.dirty else state.admissible
-        items = self.items if type(self.items) is tuple else tuple(self.items)
+    def freeze(self, probes: bool, prior: Any = None) -> BookingState:
+        """Return the new state; ``probes``: whether probes may be due at it.
+
+        ``prior``: what the step changed from, ``(items, trip)``; the draft's state's by
+        default (``((), None)`` at reset: everything is new).
+        """
+        named = self.named
+        prior = prior or self.prior
         # Positional, in field order: the state is built every step.
-        return _new_state((
-            self.params, state.seed, self.step, self.trip, items, self.by_id, self.by_words,
-            self.next_expiry, self.confirmed, "\n".join(self.lines), tuple(self.mentioned),
-            probes, action_changes, event_changes, self.reward, state.score + self.reward,
-            self.max_score, admissible, self.digest,
+        return _tuple_new(BookingState, (
+            self.params, self.seed, self.step, self.trip, tuple(self.items), self.by_id,
+            self.by_words, self.by_city, tuple(self.schedule), self.confirmed,
+            "\n".join(self.lines),
+            tuple(dict.fromkeys(named)) if len(named) > 1 else tuple(named), self.reward,
+            self.score + self.reward, self.max_score, self.admissible,
+            self.rng.x if probes else -1, prior, self.middle or prior,
         ))  # fmt: skip
+
+
+_PRICE, _QUOTE, _STATUS, _WANTED = (frozenset([r]) for r in ("price", "quote", "status", "wanted"))
 
 
 def _admissible(trip: Trip, items: tuple[Item, ...] | list[Item]) -> tuple[str, ...]:
@@ -1057,36 +1524,34 @@ def _list(d: _Draft, item: Item, new: bool = False) -> None:
     """State every fact of a newly listed item."""
     price = str(item.price)
     if item.type == HOTEL:
-        kind = "new_hotel" if new else "hotel_listed"
-        d.say(kind, hotel=item.id, city=item.city, area=item.area, price=price)
+        d.say("new_hotel" if new else "hotel_listed", item.id, item.city, item.area, price)
     elif item.type == FLIGHT:
-        d.say("flight_listed", flight=item.id, city=item.city, cabin=item.cabin, price=price)
+        d.say("flight_listed", item.id, item.city, item.cabin, price)
     else:
-        d.say("car_listed", car=item.id, city=item.city, price=price)
+        d.say("car_listed", item.id, item.city, price)
 
 
-class _Command(NamedTuple):
-    verb: str  # wait | confirm | ask | search | hold | book | cancel
-    arg: str = ""  # budget | class | city for ask; city for search
-    item: int = -1
+_Command = tuple[Callable[[Any, Any], None], Any]
+"""A parsed command: its handler and the handler's argument (a city, a topic, an index)."""
 
 
-def _parse(state: BookingState, action: Any) -> _Command | str:
+def _parse(d: _Draft, action: Any) -> _Command | str:
     """Parse a command, or return the rejection message kind. No regex: runs every step."""
     if not isinstance(action, str):
         return "not_understood"
     words = action.lower().split()
-    if len(words) == 1 and words[0] in ("wait", "confirm"):
-        return _Command(words[0])
-    if len(words) == 2 and words[0] in ("ask", "search"):
-        if words[1] in state.trip.cities or (words[0] == "ask" and words[1] in ("budget", "class")):
-            return _Command(words[0], words[1])
+    n = len(words)
+    if n == 3 and words[0] in _ITEM_VERBS:  # the usual: first
+        i = d.by_words.get(f"{words[1]} {words[2]}")
+        if i is not None:
+            return _ITEM_VERBS[words[0]], i
+        return "unknown_item" if words[1] in TYPE_NAMES else "not_understood"
+    if n == 1 and words[0] in ("wait", "confirm"):
+        return (_wait if words[0] == "wait" else _confirm), None
+    if n == 2 and words[0] in ("ask", "search"):
+        if words[1] in d.trip.cities or (words[0] == "ask" and words[1] in ("budget", "class")):
+            return (_answer if words[0] == "ask" else _search), words[1]
         return "unknown_city" if words[1] not in ("budget", "class") else "not_understood"
-    if len(words) == 3 and words[0] in ("hold", "book", "cancel"):
-        if words[1] not in TYPE_NAMES:
-            return "not_understood"
-        i = state.by_words.get(f"{words[1]} {words[2]}")
-        return "unknown_item" if i is None else _Command(words[0], item=i)
     return "not_understood"
 
 
@@ -1113,7 +1578,10 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
         # Lines per step: the intro lists every offer; a search lists a city's offers
         # (up to one hotel per area); expiries, a wish, an offer and the chatter.
         per_city = len(AREAS) + 4
-        lines = max(6 + p.load * 10, p.load * per_city + 8) + p.distractors
+        lines = max(6 + p.load * 10, p.load * per_city + 8)
+        if not p.expiry_notice:  # a validity line after every quote line
+            lines *= 2
+        lines += p.distractors
         charset = string.ascii_letters + string.digits + string.punctuation + " "
         self.observation_space = spaces.Text(
             max_length=_LINE_MAX * lines, min_length=1, charset=charset + "\n"
@@ -1140,19 +1608,17 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
         none: tuple = ()
         blank = BookingState(
             params=params, seed=seed, step=0, trip=trip, items=none, by_id=none, by_words={},
-            next_expiry=-1, confirmed=False, text="", mentioned=none, probes=none,
-            action_changes=none, event_changes=none, reward=0, score=0, max_score=0,
-            admissible=(), digest=0,
+            by_city={}, schedule=none, confirmed=False, text="", mentioned=none, reward=0,
+            score=0, max_score=0, admissible=_admissible(trip, ()), probe_rng=-1,
+            prior=((), None), middle=((), None),
         )  # fmt: skip
         d = _Draft(blank, 0)
         d.say("intro")
-        d.say("trip", trip=trip.id, city=cities[0], nights=str(trip.nights[0]))
+        d.say("trip", trip.id, cities[0], str(trip.nights[0]))
         for city, nights in zip(cities[1:], trip.nights[1:], strict=True):
-            d.say("leg", city=city, nights=str(nights))
-        d.say("budget_first", trip=trip.id, budget=str(trip.budget))
-        d.say("assume", trip=trip.id, cabin=trip.assumed)
-        for fact in _trip_facts(trip):
-            d.note(*fact[:2], None, fact.object)
+            d.say("leg", city, str(nights))
+        d.say("budget_first", trip.id, str(trip.budget))
+        d.say("assume", trip.id, trip.assumed)
         used_flights: set[str] = set()
         hotels = list(_sample(r, HOTELS, len(HOTELS)))
         cars = _sample(r, CARS, len(cities))
@@ -1167,9 +1633,12 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
         # Quotes given at reset lapse at staggered steps.
         for i, item in enumerate(d.items):
             d.put(i, item._replace(expires=params.quote_ttl // 2 + r.below(params.quote_ttl)))
+        if not params.expiry_notice:
+            for item in d.items:
+                d.say_valid(item)
         d.max_score = len(cities) + 1  # every city's flight, and a confirmation
-        d.chatter(first=1)
-        return d.freeze(admissible=None, probes=(), event_changes=d.take_changes())
+        d.chatter(1)
+        return d.freeze(False, ((), None))
 
     def transition(
         self, state: BookingState, action: str, rng: Any = None, params: Any = None
@@ -1179,20 +1648,23 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
         A rejected command spends the move with a reply and leaves the world as it was:
         no events, no probes.
         """
-        d = _Draft(state, state.step + 1)
-        cmd = _parse(state, action)
-        if not isinstance(cmd, _Command):
+        d = _Draft(state, 1)
+        cmd = _parse(d, action)
+        if type(cmd) is str:
             d.say(cmd)
-            return d.freeze(admissible=state.admissible, probes=())
-        _command(d, cmd)
-        action_changes = d.take_changes()
+            return d.freeze(False)
+        handler, arg = cmd
+        handler(d, arg)
+        # The command is done; what follows are the world's events.
+        items = d.items
+        if type(items) is list:  # the events copy it again if they change an item
+            items = d.items = tuple(items)
+        d.middle = (items, d.trip)
         _events(d)
-        event_changes = d.take_changes()
-        d.chatter(first=1)
-        return d.freeze(
-            admissible=None, probes=_probes(d), action_changes=action_changes,
-            event_changes=event_changes,
-        )  # fmt: skip
+        d.chatter(1)
+        # The probes draw last from the step's generator: ``probes`` draws them from the
+        # state it was left in, and only when asked (ground truth on).
+        return d.freeze(True)
 
     def observation(self, state: BookingState, rng: Any = None, params: Any = None) -> str:
         """Return the text of ``state``'s step, one message per line."""
@@ -1200,15 +1672,14 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
 
     def truth_info(self, state: BookingState) -> dict[str, Any]:
         """Return the ground-truth ``wm.*`` info of ``state`` (fresh containers)."""
-        items = state.items
+        truth = _truth(state.items, state.by_id, state.prior[0])
         # Ids sort as car:* < flight:* < hotel:* < trip:*.
-        facts = list(chain.from_iterable([items[i].facts for i in state.by_id]))
-        facts += _trip_facts(state.trip)
+        facts = [*truth.flat, *_view(state.trip).facts]
         return {
             "wm.state": facts,
             "wm.delta": delta_info(state.action_delta, state.event_delta),
-            "wm.probes": list(state.probes),
-            "wm.state_hash": state_hash(state),
+            "wm.probes": list(_probes(state)),
+            "wm.state_hash": _state_hash(state, truth.digest),
             "wm.mentioned": sorted(state.mentioned),
         }
 
@@ -1256,150 +1727,169 @@ def _new_hotel(rng: StepRng, name: str, city: str, area: str, step: int) -> Item
 def _add_item(d: _Draft, item: Item, new: bool = False) -> None:
     _list(d, item, new)
     d.put(len(d.items), item)
-    d.by_words = {**d.by_words, _words(item.id): len(d.items) - 1}  # shared: never mutate
-
-
-def _command(d: _Draft, cmd: _Command) -> None:
-    """Apply the agent's parsed command to the draft (every parsed command is accepted)."""
-    trip = d.trip
-    if cmd.verb == "wait":
-        d.say("waited")
-    elif cmd.verb == "confirm":
-        if _itinerary_ok(trip, d.items):
-            d.say("confirmed", trip=trip.id)
-            d.reward += 0 if d.confirmed else 1
-            d.confirmed = True
-        else:
-            d.say("not_as_wished", trip=trip.id)
-            d.reward -= 1
-    elif cmd.verb == "ask":
-        _answer(d, cmd.arg)
-    elif cmd.verb == "search":
-        d.say("searched", city=cmd.arg)
-        for i in d.by_id:
-            item = d.items[i]
-            if item.city == cmd.arg and item.status != "booked":
-                item = d.quote(i, reprice=True)
-                d.say_item("quoted", item, price=str(item.price))
+    i = len(d.items) - 1
+    # Shared by the episode's states: replaced, never mutated.
+    d.by_words = {**d.by_words, _words(item.id): i}
+    car, hotels, flights = d.by_city.get(item.city, (-1, (), ()))
+    if item.type == CAR:
+        car = i
+    elif item.type == FLIGHT:
+        flights = (*flights, i)
     else:
-        _item_command(d, cmd.verb, cmd.item)
+        hotels = tuple(sorted((*hotels, i), key=lambda j: d.items[j].id))
+    d.by_city = {**d.by_city, item.city: (car, hotels, flights)}
 
 
-def _item_command(d: _Draft, verb: str, i: int) -> None:
-    item, step, trip = d.items[i], d.step, d.trip
-    if verb == "cancel":
-        if item.status == "offered":
-            d.say("nothing_held")
-            return
-        if item.status == "booked":
-            d.reward += -1 if _is_wanted(trip, item) else 1
-        d.say_item("cancelled", item)
-        d.put(
-            i,
-            item._replace(
-                status="offered", status_at=step, quote="expired", quote_at=step, expires=-1
-            ),
-        )  # fmt: skip
+# Commands: every parsed command is accepted (see ``_parse``).
+
+
+def _wait(d: _Draft, _: None) -> None:
+    d.say("waited")
+
+
+def _confirm(d: _Draft, _: None) -> None:
+    trip = d.trip
+    if _itinerary_ok(trip, d.items):
+        d.say("confirmed", trip.id)
+        d.reward += 0 if d.confirmed else 1
+        d.confirmed = True
+    else:
+        d.say("not_as_wished", trip.id)
+        d.reward -= 1
+
+
+def _search(d: _Draft, city: str) -> None:
+    d.say("searched", city)
+    for i in d.by_id:
+        item = d.items[i]
+        if item.city == city and item.status != "booked":
+            item = d.quote(i, reprice=True)
+            d.say_quote("quoted", item)
+            d.say_valid(item)
+
+
+# The item commands run at almost every step: each unpacks the item once (a NamedTuple's
+# attributes are slow to get one by one).
+
+
+def _cancel(d: _Draft, i: int) -> None:
+    item = d.items[i]
+    item_id, kind, _, _, _, _, _, status = item[:8]
+    if status == "offered":
+        d.say("nothing_held")
         return
-    if item.status == "booked":
+    if status == "booked":
+        d.reward += -1 if _is_wanted(d.trip, item) else 1
+    d.say(_CANCELLED[kind], item_id)
+    d.set_status(i, item, "expired", "offered", -1, d.step, d.step)
+
+
+def _hold(d: _Draft, i: int) -> None:
+    item = d.items[i]
+    item_id, kind, _, _, _, _, quote, status = item[:8]
+    if status == "booked":
+        d.say("already_booked")
+    elif quote != "valid":
+        d.say("need_quote")
+    else:
+        d.say(_HELD[kind], item_id)
+        step = d.step
+        d.set_status(i, item, quote, "held", step + d.params.quote_ttl, step, step)
+        d.say_valid(d.items[i])
+
+
+def _book(d: _Draft, i: int) -> None:
+    item = d.items[i]
+    item_id, kind, city, _, _, _, quote, status = item[:8]
+    if status == "booked":
         d.say("already_booked")
         return
-    if verb == "hold":
-        if item.quote != "valid":
-            d.say("need_quote")
-            return
-        d.say_item("held", item)
-        d.put(
-            i,
-            item._replace(
-                status="held", status_at=step, quote_at=step, expires=step + d.params.quote_ttl
-            ),
-        )
-        return
-    # book
-    if item.quote != "valid":
+    if quote != "valid":
         d.reward -= 1  # booking on an expired price: the desk re-quotes instead
         item = d.quote(i, reprice=True)
-        d.say_item("requoted", item, price=str(item.price))
+        d.say_quote("requoted", item)
+        d.say_valid(item)
         return
-    double = any(
-        other.status == "booked" and other.type == item.type and other.city == item.city
-        for other in d.items
-    )
-    d.reward += 1 if _is_wanted(trip, item) and not double else -1
-    d.say_item("booked", item)
-    d.put(i, item._replace(status="booked", status_at=step, expires=-1))
+    if _is_wanted(d.trip, item):
+        # A double booking: another item of its kind in its city is booked already.
+        car, hotels, flights = d.by_city[city]
+        same = (hotels, flights, (car,))[kind]
+        items = d.items
+        d.reward += -1 if any([items[j].status == "booked" for j in same]) else 1
+    else:
+        d.reward -= 1
+    d.say(_BOOKED[kind], item_id)
+    quote_at = item.quote_at
+    if not d.params.expiry_notice:  # the stated validity no longer holds: say so
+        d.say(_FIXED[kind], item_id)
+        quote_at = d.step
+    d.set_status(i, item, quote, "booked", -1, quote_at, d.step)
+
+
+_ITEM_VERBS = {"hold": _hold, "book": _book, "cancel": _cancel}
 
 
 def _answer(d: _Draft, topic: str) -> None:
     """The traveller restates the current wish on ``topic``."""
     trip = d.trip
     if topic == "budget":
-        d.say("say_budget", trip=trip.id, budget=str(trip.budget))
+        d.say("say_budget", trip.id, str(trip.budget))
         d.set_trip(trip._replace(budget_at=d.step))
     elif topic == "class":
         if trip.cabin:
-            d.say("say_class", trip=trip.id, cabin=trip.cabin)
+            d.say("say_class", trip.id, trip.cabin)
             d.set_trip(trip._replace(cabin_at=d.step))
         else:
-            d.say("say_undecided", trip=trip.id, cabin=trip.assumed)
+            d.say("say_undecided", trip.id, trip.assumed)
             d.set_trip(trip._replace(assumed_at=d.step))
     else:
-        hotel = next(
-            (
-                i
-                for i, it in enumerate(d.items)
-                if it.type == HOTEL and it.city == topic and it.wanted == "yes"
-            ),
-            None,
-        )
+        car, hotels, _ = d.by_city[topic]
+        wanted = [i for i in hotels if d.items[i].wanted == "yes"]
+        hotel = min(wanted) if wanted else None
         if hotel is None:
-            d.say("say_no_hotel", trip=trip.id, city=topic)
+            d.say("say_no_hotel", trip.id, topic)
         else:
-            d.say("say_hotel", trip=trip.id, city=topic, hotel=d.items[hotel].id)
-            d.put(hotel, d.items[hotel]._replace(wanted_at=d.step))
-        car = _car_of(d, topic)
-        d.say("say_car" if d.items[car].wanted == "yes" else "say_no_car", trip=trip.id,
-              car=d.items[car].id)  # fmt: skip
-        d.put(car, d.items[car]._replace(wanted_at=d.step))
-
-
-def _car_of(d: _Draft, city: str) -> int:
-    return next(i for i, it in enumerate(d.items) if it.type == CAR and it.city == city)
+            d.say("say_hotel", trip.id, topic, d.items[hotel].id)
+            d.restate_wish(hotel)
+        d.say("say_car" if d.items[car].wanted == "yes" else "say_no_car", trip.id,
+              d.items[car].id)  # fmt: skip
+        d.restate_wish(car)
 
 
 def _events(d: _Draft) -> None:
     """Quotes lapse; a new hotel offer may come in; the traveller may state a wish."""
     rng, step = d.rng, d.step
-    if 0 <= d.next_expiry <= step:
-        d.next_expiry = -1
-        for i in d.by_id:
+    schedule = d.schedule
+    if schedule and schedule[0][0] <= step:
+        # Everything due at or before this step, oldest first, then in id order: a
+        # rejected command runs no events, so a quote due at such a step lapses here,
+        # at the next step whose events run (set_status drops its schedule entry).
+        # Without notices the lapse is unsaid: the quote's anchor stays at its validity.
+        notice = d.params.expiry_notice
+        for _, _, i in schedule[: bisect.bisect_left(schedule, (step + 1,))]:
             item = d.items[i]
-            if item.expires == step:
-                held = item.status == "held"
-                d.say_item("hold_lapsed" if held else "expired", item)
-                d.put(
-                    i,
-                    item._replace(
-                        quote="expired", quote_at=step, expires=-1,
-                        status="offered" if held else item.status,
-                        status_at=step if held else item.status_at,
-                    ),
-                )  # fmt: skip
-            elif item.expires > step and (d.next_expiry < 0 or item.expires < d.next_expiry):
-                d.next_expiry = item.expires
-    bits = rng.bits()  # one draw for the step's two independent rolls (12 bits each)
-    if bits & 4095 < P_OFFER * 4096:
+            quote_at = step if notice else item.quote_at
+            if item.status == "held":
+                d.say((_HOLD_LAPSED if notice else _HOLD_ENDED)[item.type], item.id)
+                d.set_status(i, item, "expired", "offered", -1, quote_at, step)
+            else:
+                if notice:
+                    d.say(_EXPIRED[item.type], item.id)
+                d.set_status(i, item, "expired", item.status, -1, quote_at, item.status_at)
+    # One draw for the step's two independent rolls (12 bits each): rng.bits(), inlined.
+    rng.x = x = (rng.x * 0x5DEECE66D + 11) & _M48
+    bits = x ^ (x >> 24) ^ ((x * 0x9E3779B1) & _M48)
+    if bits & 4095 < _OFFER_12:
         city = rng.choice(d.trip.cities)
-        taken = {it.area for it in d.items if it.type == HOTEL and it.city == city}
-        names = {it.id for it in d.items if it.type == HOTEL}
+        taken = {d.items[i].area for i in d.by_city[city][1]}
         areas = [a for a in AREAS if a not in taken]
-        free = [h for h in HOTELS if "hotel:" + h not in names]
+        free = [h for h in HOTELS if "hotel " + h not in d.by_words]
         if areas and free:
             item = _new_hotel(rng, rng.choice(free), city, rng.choice(areas), step)
             item = item._replace(expires=step + d.params.quote_ttl)
             _add_item(d, item, new=True)
-    if (bits >> 12) & 4095 < P_USER * 4096:
+            d.say_valid(item)
+    if (bits >> 12) & 4095 < _USER_12:
         _wish(d)
 
 
@@ -1417,7 +1907,7 @@ def _wish(d: _Draft) -> None:
         if not 4000 <= trip.budget + change <= 20000:
             change = -change
         budget = trip.budget + change
-        d.say("revise_budget", trip=trip.id, budget=str(budget), before=str(trip.budget))
+        d.say("revise_budget", trip.id, str(budget), str(trip.budget))
         d.set_trip(trip._replace(budget=budget, budget_at=d.step))
         d.wishes_changed(opened=0)
         return
@@ -1425,10 +1915,10 @@ def _wish(d: _Draft) -> None:
         current = trip.cabin or trip.assumed
         cabin = rng.choice([c for c in CLASSES if c != trip.cabin])
         if trip.cabin:
-            d.say("revise_class", trip=trip.id, cabin=cabin, was=trip.cabin)
+            d.say("revise_class", trip.id, cabin, trip.cabin)
             new = trip._replace(cabin=cabin, cabin_at=d.step)
         else:
-            d.say("state_class", trip=trip.id, cabin=cabin)
+            d.say("state_class", trip.id, cabin)
             new = trip._replace(
                 cabin=cabin, cabin_at=d.step, assumed="released", assumed_at=d.step
             )  # fmt: skip
@@ -1442,53 +1932,58 @@ def _wish(d: _Draft) -> None:
         d.wishes_changed(opened=opened)
         return
     city = rng.choice(trip.cities)
-    hotels = [i for i in d.by_id if d.items[i].type == HOTEL and d.items[i].city == city]
-    chosen = next((i for i in hotels if d.items[i].wanted == "yes"), None)
+    items = d.items
+    car, hotels, _ = d.by_city[city]
+    chosen = next((i for i in hotels if items[i].wanted == "yes"), None)
     by_desc = rng.random() < d.params.indirection
     if kind == "drop" and chosen is not None:
-        old = d.items[chosen]
+        old = items[chosen]
         if by_desc:
-            d.say("drop_hotel_desc", trip=trip.id, city=city, area=old.area)
+            d.say("drop_hotel_desc", trip.id, city, old.area)
         else:
-            d.say("drop_hotel", trip=trip.id, hotel=old.id)
+            d.say("drop_hotel", trip.id, old.id)
         d.wish(chosen, "no")
     elif kind in ("hotel", "drop"):
         new_i = rng.choice([i for i in hotels if i != chosen])
-        new = d.items[new_i]
+        new = items[new_i]
         if chosen is None:
             if by_desc:
-                d.say("want_hotel_desc", trip=trip.id, city=city, area=new.area)
+                d.say("want_hotel_desc", trip.id, city, new.area)
             else:
-                d.say("want_hotel", trip=trip.id, city=city, hotel=new.id)
+                d.say("want_hotel", trip.id, city, new.id)
         else:
-            old = d.items[chosen]
+            old = items[chosen]
             if by_desc:
-                d.say("swap_hotel_desc", trip=trip.id, city=city, area=new.area,
-                      from_area=old.area)  # fmt: skip
+                d.say("swap_hotel_desc", trip.id, city, old.area, new.area)
             else:
-                d.say("swap_hotel", trip=trip.id, city=city, hotel=new.id, old=old.id)
+                d.say("swap_hotel", trip.id, city, new.id, old.id)
             d.wish(chosen, "no")
         d.wish(new_i, "yes")
     else:
-        car = _car_of(d, city)
-        wanted = "no" if d.items[car].wanted == "yes" else "yes"
-        d.say("want_car" if wanted == "yes" else "drop_car", trip=trip.id, car=d.items[car].id)
+        wanted = "no" if items[car].wanted == "yes" else "yes"
+        d.say("want_car" if wanted == "yes" else "drop_car", trip.id, items[car].id)
         d.wish(car, wanted)
 
 
-def _probes(d: _Draft) -> tuple[Probe, ...]:
-    """Questions due now about mentioned entities: stale, breakage and drift."""
-    rng, trip = d.rng, d.trip
-    if rng.random() >= d.params.probe_rate:
+def _probes(state: BookingState) -> tuple[Probe, ...]:
+    """Questions due at ``state`` about mentioned entities: stale, breakage and drift.
+
+    Drawn from the step's generator where the transition left it, so a state's probes
+    are the same whenever they are asked for.
+    """
+    if state.probe_rng < 0:
         return ()
-    items = d.items
+    rng = _rng_at(state.probe_rng)
+    if rng.random() >= state.params.probe_rate:
+        return ()
+    trip, items = state.trip, state.items
     probes: dict[tuple[str, str], Probe] = {}
     for _ in range(1 + (rng.random() < 0.5) + (rng.random() < 0.25)):
         roll = rng.below(3)
         item = items[rng.below(len(items))]
         if roll == 0:
             # Stale: a fact that was superseded or released at least once.
-            probe = _stale_probe(d, rng)
+            probe = _stale_probe(state, rng)
             if probe is None:
                 continue
         elif roll == 1:
@@ -1507,8 +2002,14 @@ def _probes(d: _Draft) -> tuple[Probe, ...]:
     return tuple(probes.values())
 
 
-def _stale_probe(d: _Draft, rng: StepRng) -> Probe | None:
-    trip = d.trip
+def _rng_at(x: int) -> StepRng:
+    rng = StepRng.__new__(StepRng)  # skips the seeding: the state is given
+    rng.x = x
+    return rng
+
+
+def _stale_probe(state: BookingState, rng: StepRng) -> Probe | None:
+    trip = state.trip
     if trip.revised and rng.random() < 0.4:
         relation = rng.choice(sorted(trip.revised))
         answer, anchor = {
@@ -1517,7 +2018,7 @@ def _stale_probe(d: _Draft, rng: StepRng) -> Probe | None:
             "assumed_class": (trip.assumed, trip.assumed_at),
         }[relation]
         return Probe(trip.id, relation, answer, anchor, "stale")
-    revised = [it for it in d.items if it.revised]
+    revised = [it for it in state.items if it.revised]
     if not revised:
         return None
     item = rng.choice(revised)
@@ -1550,6 +2051,8 @@ class BookingEnv(DiagnosticEnv):
         distractors: chatter lines per step, 0..50.
         indirection: probability the traveller names a hotel by city and area.
         probe_rate: probability that probes are due at a step, 0..1.
+        expiry_notice: announce a quote's lapse (default True); when False, quotes
+            state their validity period in steps and lapse silently.
 
     Raises:
         TypeError: a parameter has the wrong type or is unknown.

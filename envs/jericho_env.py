@@ -726,6 +726,20 @@ class JerichoEnv(gymnasium.Env[str, str]):
         self._state_list = None
         self._max_score = int(self.frotz.get_max_score())
 
+    def state_hash(self) -> str:
+        """The hash of the current game state (``wm.state_hash``), ground truth on or off.
+
+        The object table and Jericho's world-state RAM, as the module doc says; the move
+        counter is left out. It identifies the state the way a :meth:`snapshot` would, so
+        a planner may use it as a transposition key without reading ground truth.
+
+        Raises:
+            RuntimeError: before :meth:`reset`.
+        """
+        if not self._started:
+            raise RuntimeError("call reset() before state_hash()")
+        return self._state_hash()
+
     def close(self) -> None:
         """Free the emulator's memory; the env cannot be used afterwards."""
         self.frotz.close()

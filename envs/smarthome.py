@@ -53,30 +53,37 @@ The pure core, ``SmartHomeFuncEnv``, has Gymnasium's ``FuncEnv`` shape over an
 immutable ``SmartHomeState``; a transition is a deterministic function of
 ``(state, action)``: per-step randomness comes from the episode seed in the state and
 the step number. ``SmartHomeEnv`` is the thin ``gymnasium.Env[str, str]`` shell.
+
+The step path is written for speed (the family's target is 50,000 steps a second with
+ground truth off): lines are filled from templates compiled once, the episode keeps
+memo caches (parsed commands, seeds of its steps, device facts) that never change what
+a state means, and what only ground truth needs (rule facts, the state hash's rule
+digests, the probes) is derived when ``truth_info`` asks, not on every step.
 """
 
 from __future__ import annotations
 
-import bisect
 import hashlib
+import math
 import string
+import threading
 from dataclasses import dataclass
-from itertools import chain
+from itertools import compress
+from operator import is_not
 from typing import Any, NamedTuple
 
+import numpy as np
 from gymnasium import spaces
 from gymnasium.experimental.functional import FuncEnv
 
 from wmkit.envs.diagnostic import (
     CoreDefaults,
     DiagnosticEnv,
-    StepDraft,
     StepRng,
-    changes_delta,
     check_int,
     check_rate,
 )
-from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook, Voice
+from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook
 from wmkit.world.types import Claim, Delta, Fact, Probe, delta_info
 
 __all__ = [
@@ -551,11 +558,105 @@ def read(observation: str) -> list[Claim]:
     return TEXT.read(observation)
 
 
+def _slot_names(template: str) -> tuple[str, ...]:
+    return tuple(name for _, name, _, _ in string.Formatter().parse(template) if name)
+
+
+def _say_orders() -> dict[str, tuple[str, ...]]:
+    """The order in which the step code passes each kind's texts to ``_Draft.say``.
+
+    Written out here, not taken from the templates, so that rewording a template (even
+    reordering its slots) cannot misplace a value. Kinds not listed take the slot order
+    of their canonical template.
+    """
+    orders = {}
+    for prefix, (device, level) in (
+        ("light", ("light", "level")),
+        ("blind", ("blind", "position")),
+        ("heat", ("heater", "degrees")),
+    ):
+        orders[f"{prefix}_state"] = orders[f"{prefix}_done"] = (device, level)
+        orders[f"{prefix}_manual"] = ("owner", device, level)
+    orders["arrive"] = orders["leave"] = ("person",)
+    for kind in ("rule_waiting", "rule_fired", "rule_cancelled", "ask_cancel"):
+        orders[kind] = ("rule",)
+    orders["house_cancel"] = ("owner", "rule")
+    orders["rule_waiting_desc"] = orders["rule_fired_desc"] = ("pending", "device", "person")
+    orders["timer_fired_desc"] = ("pending", "device", "clock")
+    orders["house_cancel_desc"] = ("owner", "pending", "device", "person")
+    orders["house_cancel_timer_desc"] = ("owner", "pending", "device", "clock")
+    orders["ask_cancel_desc"] = ("device", "person")
+    orders["ask_cancel_timer_desc"] = ("device", "clock")
+    for owner in ((), ("owner",)):
+        house = "house_" if owner else ""
+        person = ("person", "on", "delay")
+        orders[house + "rule_person"] = (*owner, "rule", *person, "device", "effect")
+        orders[house + "rule_timer"] = (*owner, "rule", "after", "device", "effect")
+    for cond, heads in _CONDITIONS.items():
+        for op, tails in _OPERATIONS.items():
+            slots = set(_slot_names(heads[-1] + tails[0]))
+            orders[f"ask_{cond}_{op}"] = tuple(s for s in _ASK_ORDER if s in slots)
+    return orders
+
+
+# Instructions: condition texts, then the device and the setting or amount.
+_ASK_ORDER = ("person", "on", "minutes", "device", "setting", "amount")
+
+
+def _plans() -> dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...]]]:
+    """Per message kind: its templates, its values' order for ``say``, its entity slots.
+
+    The entity slots are given as positions in the order.
+
+    Raises:
+        ValueError: a kind's templates do not all have the slots of its order (chatter
+            is drawn apart and exempt).
+    """
+    orders = _say_orders()
+    plans = {}
+    for name, kind in TEXT.kinds.items():
+        order = orders.get(name) or _slot_names(kind.templates[0])
+        if name != "chatter" and any(
+            sorted(_slot_names(t)) != sorted(order) for t in kind.templates
+        ):
+            raise ValueError(f"{name}: every template needs exactly the slots {order}")
+        entities = tuple(k for k, slot in enumerate(order) if SLOT_TYPES[slot].entity)
+        plans[name] = (kind.templates, order, entities)
+    return plans
+
+
+def _printf(template: str, order: tuple[str, ...]) -> tuple[str, tuple[int, ...] | None]:
+    """Compile a template to a ``%`` format and the order it takes ``order``'s values in.
+
+    ``%`` formatting is the cheapest way to fill a line; the order is None when it is
+    ``order`` itself, as for most templates. A template without slots is returned as
+    it is: ``say`` uses it without formatting.
+    """
+    if not order:
+        return template, None
+    parts, slots = [], []
+    for literal, name, _, _ in string.Formatter().parse(template):
+        parts.append(literal.replace("%", "%%"))
+        if name is not None:
+            parts.append("%s")
+            slots.append(order.index(name))
+    permutation = tuple(slots)
+    return "".join(parts), None if permutation == tuple(range(len(order))) else permutation
+
+
+_PLANS = _plans()
+# kind -> (how many paraphrases, its templates as ``_printf`` formats, canonical first,
+# and the canonical one's format and order again, for the common case)
+_FORMATS = {
+    name: (len(templates) - 1, formats, *formats[0])
+    for name, (templates, order, _) in _PLANS.items()
+    for formats in [tuple(_printf(t, order) for t in templates)]
+}
+_TO_TEXT = {slot: t.to_text for slot, t in SLOT_TYPES.items()}
 _CHATTER = TEXT.kinds["chatter"].templates
-_CHATTER_SLOTS = tuple(
-    tuple(name for _, name, _, _ in string.Formatter().parse(t) if name)
-    for t in TEXT.kinds["chatter"].templates
-)
+_N_CHATTER = len(_CHATTER)
+_CHATTER_PERSON = tuple(bool(_slot_names(t)) for t in _CHATTER)
+
 
 # --- parameters ------------------------------------------------------------------------
 
@@ -604,8 +705,9 @@ class Rule(NamedTuple):
 
     ``trigger`` is a person index or -1 for the clock; ``on`` is ``arrive``, ``leave``
     or ``time``; ``value`` is the level set or the signed change. ``due`` is the step it
-    fires at once timed (timers and triggered rules), else -1. ``facts`` (sorted by
-    relation) and ``digest`` are derived (see ``_seal``).
+    fires at once timed (timers and triggered rules), else -1. Its facts and its share
+    of the state hash are derived when ground truth asks (``_rule_facts_of``,
+    ``_rule_digest``), not on the step path.
     """
 
     id: str
@@ -620,8 +722,6 @@ class Rule(NamedTuple):
     owner: str  # "agent" or "house"
     created: int
     status_at: int
-    facts: tuple[Fact, ...] = ()
-    digest: int = 0
 
 
 class Task(NamedTuple):
@@ -643,8 +743,33 @@ class Task(NamedTuple):
     commands: tuple[str, ...] = ()  # admissible commands it brings (see ``_task_commands``)
 
 
-class _Home(NamedTuple):
-    """What is fixed for an episode: device and person ids and names."""
+# Field positions, for the hot loops: indexing a NamedTuple is much cheaper than reading
+# its attributes.
+_T_KIND, _T_DEVICE, _T_OP, _T_VALUE, _T_PERSON, _T_ON, _T_DELAY, _T_RULE = (
+    Task._fields.index(name)
+    for name in ("kind", "device", "op", "value", "person", "on", "delay", "rule")
+)
+_R_DEVICE, _R_TRIGGER, _R_DUE = (Rule._fields.index(name) for name in ("device", "trigger", "due"))
+
+
+class _Cache(dict):
+    """A memo filled as it is used: a pickled state travels without its caches."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[type, tuple]:
+        return _Cache, ()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Home:
+    """What is fixed for an episode: devices, people, their names, and two caches.
+
+    The caches hold for every state of the episode, snapshots and branches included:
+    a command's parse depends only on the house, a device's fact only on its level.
+    (A slotted class, not a NamedTuple: the step path reads its fields a lot, and slot
+    reads are the fast ones.) Homes compare by what they are, not by their caches.
+    """
 
     devices: tuple[str, ...]  # ids, sorted
     types: tuple[int, ...]  # LIGHT, BLIND or HEAT per device
@@ -654,6 +779,29 @@ class _Home(NamedTuple):
     names: tuple[str, ...]  # command names: "leo"
     by_name: dict[str, int]
     relation: tuple[str, ...]  # per device: brightness, position or target
+    titles: tuple[str, ...]  # per person, as the text writes them: "Leo"
+    device_ids: tuple[int, ...]  # range(len(devices))
+    device_set: frozenset[int]  # the same
+    chatter: tuple[tuple[tuple[str, str], ...], ...]  # per chatter line: (line, id) per person
+    locations: tuple[tuple[Fact, Fact], ...]  # per person: (away, home) facts
+    # The parameters the step path reads, ready to use: rates as thresholds on a raw
+    # 48-bit draw (``x * 2**-48 < rate`` exactly when ``x < rate * 2**48``).
+    paraphrase_x: float
+    indirection_x: float
+    distractors: int
+    seed_mix: int  # the episode seed's share of StepRng's seeding
+    starts: _Cache  # step // 64 -> StepRng(seed, step).x of those 64 steps (``_starts``)
+    commands: _Cache  # command text -> _Command, for commands that parsed
+    facts: _Cache  # device << 7 | level -> its fact
+
+    def _key(self) -> tuple:
+        return (self.devices, self.persons, self.paraphrase_x, self.indirection_x,
+                self.distractors, self.seed_mix)  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Home) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class SmartHomeState(NamedTuple):
@@ -669,23 +817,24 @@ class SmartHomeState(NamedTuple):
         relative: devices whose last change was relative (an adjust).
         present: per person, whether they are home.
         present_at: per person, the step their location was last stated.
-        rules: every rule ever made, in creation order.
-        rule_order: indices into ``rules`` sorted by rule id.
+        rules: every rule ever made, in creation order (``rules[i].id`` is
+            ``rule:r<i+1>``).
         pending: indices of armed or waiting rules.
         tasks: open user instructions.
         text: this step's observation.
-        mentioned: entity ids named in this step's observation (unsorted, unique).
-        probes: probes due this step.
+        mentioned: entity ids named in this step's observation (unsorted, may repeat).
+        probe_x: where this step's generator stood when its probes were due, or -1 for
+            none (the reset, a rejected command); see ``probes``.
         action_changes: ``(subject, relation, before, after)`` changes caused by the
-            agent's command this step (``before`` None for a new fact); see
-            ``action_delta``.
+            agent's command this step, in the order made (``before`` None for a new
+            fact; a fact changed twice appears twice; a new rule is one record
+            ``(id, None, None, rule)``); see ``action_delta``.
         event_changes: the same for the world's events this step; see ``event_delta``.
         reward: this step's reward.
         score: cumulative reward.
         max_score: instructions given so far.
         admissible: sorted admissible commands.
         next_due: the earliest step a pending rule is due at, or -1.
-        digest: sum of rule digests mod 2**64 (incremental state hash).
     """
 
     params: SmartHomeParams
@@ -698,12 +847,11 @@ class SmartHomeState(NamedTuple):
     present: tuple[bool, ...]
     present_at: tuple[int, ...]
     rules: tuple[Rule, ...]
-    rule_order: tuple[int, ...]
     pending: tuple[int, ...]
     tasks: tuple[Task, ...]
     text: str
     mentioned: tuple[str, ...]
-    probes: tuple[Probe, ...]
+    probe_x: int
     action_changes: tuple[tuple[str, str, str | None, str], ...]
     event_changes: tuple[tuple[str, str, str | None, str], ...]
     reward: int
@@ -711,31 +859,113 @@ class SmartHomeState(NamedTuple):
     max_score: int
     admissible: tuple[str, ...]
     next_due: int
-    digest: int
+
+    @property
+    def probes(self) -> tuple[Probe, ...]:
+        """The probes due this step.
+
+        They are the step's last draws and read only the state the step ends in, so
+        they are drawn here, when asked (ground truth on), not on every step.
+        """
+        return _probes(self)
 
     @property
     def action_delta(self) -> Delta:
         """The fact change caused by the agent's command this step."""
-        return changes_delta(self.action_changes)
+        return _delta(_net(self.action_changes, self.home))
 
     @property
     def event_delta(self) -> Delta:
         """The fact change caused by the world's events (timers, arrivals...) this step."""
-        return changes_delta(self.event_changes)
+        return _delta(_net(self.event_changes, self.home))
+
+
+_S_STEP, _S_TEXT, _S_REWARD, _S_SCORE, _S_MAX_SCORE, _S_ADMISSIBLE = (
+    SmartHomeState._fields.index(name)
+    for name in ("step", "text", "reward", "score", "max_score", "admissible")
+)
+
+
+_NO_DELTA = Delta()
+
+
+def _delta(changes: tuple[tuple[str, str, str | None, str], ...]) -> Delta:
+    """Return the ``Delta`` of net changes, as ``changes_delta`` does (facts built directly)."""
+    if not changes:
+        return _NO_DELTA
+    added = sorted([_tuple(Fact, (s, r, after)) for s, r, _, after in changes])
+    removed = [_tuple(Fact, (s, r, before)) for s, r, before, _ in changes if before is not None]
+    removed.sort()
+    return _tuple(Delta, (tuple(added), tuple(removed)))
+
+
+def _net(changes: tuple, home: _Home) -> tuple[tuple[str, str, str | None, str], ...]:
+    """Return the net changes: per fact, its first ``before`` and last ``after`` if they differ.
+
+    A new rule is recorded as ``(id, None, None, the rule as made)``: each fact new.
+    """
+    if not changes:
+        return ()
+    if len(changes) == 1 and changes[0][1] is not None:
+        return changes if changes[0][2] != changes[0][3] else ()
+    net: dict[tuple[str, str], list[str | None]] = {}
+    for subject, relation, before, after in changes:
+        if relation is None:
+            for fact in _rule_facts_of(after, home):
+                net[subject, fact.relation] = [None, fact.object]
+            continue
+        entry = net.get((subject, relation))
+        if entry is None:
+            net[subject, relation] = [before, after]
+        else:
+            entry[1] = after
+    return tuple([(s, r, b, a) for (s, r), (b, a) in net.items() if b != a])
 
 
 def state_hash(state: SmartHomeState) -> str:
     """Return a stable 16-hex-digit hash of the world in ``state``.
 
     Covers the episode seed, the step, device levels, who is home, open instructions
-    and every rule (incrementally, through rule digests). Equal hashes mean the same
+    and every rule (through the sum of per-rule digests). Equal hashes mean the same
     world at the same step of the same episode; the observation and score are left out.
     """
-    raw = repr((state.seed, state.step, state.levels, state.present, state.tasks, state.digest))
+    digest = sum(map(_rule_digest, state.rules)) % 2**64
+    world = f"{state.levels!r}, {state.present!r}"
+    return _state_hash(state.seed, state.step, world, repr(state.tasks), digest)
+
+
+def _state_hash(seed: int, step: int, world: str, tasks: str, digest: int) -> str:
+    """``state_hash`` from its parts; ``world``: ``"%r, %r" % (levels, present)``."""
+    # repr((seed, step, levels, present, tasks, digest)), from the parts' reprs
+    raw = f"({seed}, {step}, {world}, {tasks}, {digest})"
     return hashlib.blake2b(raw.encode(), digest_size=8).hexdigest()
 
 
-_new_state = SmartHomeState._make
+def _rule_facts_of(rule: Rule, home: _Home) -> tuple[Fact, ...]:
+    """Return the facts of ``rule``, sorted by relation."""
+    rid, device, trigger, on, delay, op, value, status, _, _, _, _ = rule
+    return (
+        _tuple(Fact, (rid, "delay", str(delay))),
+        _tuple(Fact, (rid, "device", home.devices[device])),
+        _tuple(Fact, (rid, "effect", _effect(op, value, home.types[device]))),
+        _tuple(Fact, (rid, "on", on)),
+        _tuple(Fact, (rid, "status", status)),
+        _tuple(Fact, (rid, "trigger", home.persons[trigger] if trigger >= 0 else "clock")),
+    )
+
+
+def _rule_digest(rule: Rule) -> int:
+    """Return ``rule``'s share of the state hash (the hash sums them mod 2**64)."""
+    # Hashing a tuple of ints is cheap and, unlike hashing strings, the same in every
+    # process.
+    rid, device, trigger, on, delay, op, value, status, due, owner, created, _ = rule
+    code = _CODE
+    key = (int(rid[6:]), device, trigger, code[on], delay, code[op], value, code[status], due,
+           code[owner], created)  # fmt: skip
+    return hash(key) % 2**64
+
+
+_tuple = tuple.__new__  # builds a NamedTuple from a tuple, skipping its Python __new__
 _CODE = {
     word: i
     for i, word in enumerate(
@@ -754,10 +984,55 @@ _CODE = {
         )
     )
 }
+_M48 = (1 << 48) - 1
+_M64 = (1 << 64) - 1
+_UNIT = 3.552713678800501e-15  # 2**-48: a 48-bit draw as a float in [0, 1)
+_ONE = float(1 << 48)  # a probability times this is a threshold on a raw draw
+_SPLITMIX = 0xBF58476D1CE4E5B9  # StepRng's seeding multiplier
+
+
+def _starts(seed_mix: int, first: int) -> list[int]:
+    """``StepRng(seed, step).x`` for the 64 steps from ``first``, computed at once.
+
+    numpy's uint64 arithmetic wraps modulo 2**64 as StepRng's masks do; one pass over a
+    block costs less than seeding its steps one by one in Python's big integers.
+    """
+    mix = np.uint64(_SPLITMIX)
+    z = np.uint64(seed_mix) + np.arange(first, first + 64, dtype=np.uint64) * mix
+    z = (z ^ (z >> np.uint64(30))) * mix
+    return ((z ^ (z >> np.uint64(31))) & np.uint64(_M48)).tolist()
+
+
+def _roll(p: float, shift: int) -> tuple[int, int]:
+    """Return ``(mask, bound)``: ``bits & mask < bound`` when a 9-bit roll comes true.
+
+    The roll is ``(bits >> shift) & 511``, true when below ``p * 512``.
+    """
+    return 511 << shift, math.ceil(p * 512) << shift
+
+
+# The step's world events: five 9-bit rolls of one draw.
+_MOVE_MASK, _MOVE_BOUND = _roll(P_MOVE, 0)
+_MANUAL_MASK, _MANUAL_BOUND = _roll(P_MANUAL, 9)
+_HOUSE_RULE_MASK, _HOUSE_RULE_BOUND = _roll(P_HOUSE_RULE, 18)
+_HOUSE_CANCEL_MASK, _HOUSE_CANCEL_BOUND = _roll(P_HOUSE_CANCEL, 27)
+_INSTRUCT_MASK, _INSTRUCT_BOUND = _roll(P_INSTRUCT, 36)
+# The instruction kind for each roll in [0, 100).
+_KIND_BY_ROLL = tuple(kind for kind, weight in INSTRUCTION_WEIGHTS for _ in range(weight))
+_ASK_KINDS = {cond: {op: f"ask_{cond}_{op}" for op in _OPERATIONS} for cond in _CONDITIONS}
+# Message kinds of a device's level, per device type: stated, reply to the agent, by hand.
+_STATE, _DONE, _BY_HAND = 0, 1, 2
+_LEVEL_KINDS = tuple(
+    tuple(f"{prefix}_{context}" for context in ("state", "done", "manual"))
+    for prefix in ("light", "blind", "heat")
+)
+
+
+_NUMBERS = tuple(map(str, range(1000)))  # str(n) of every level, amount and delay
 
 
 def _level_text(dtype: int, level: int) -> str:
-    return POSITIONS[level] if dtype == BLIND else str(level)
+    return POSITIONS[level] if dtype == BLIND else _NUMBERS[level]
 
 
 def _effect(op: str, value: int, dtype: int) -> str:
@@ -773,73 +1048,73 @@ def _apply(op: str, value: int, level: int, dtype: int) -> int:
     return min(high, max(low, level + value))
 
 
-def _seal(rule: Rule, home: _Home) -> Rule:
-    s = rule.id
-    trigger = home.persons[rule.trigger] if rule.trigger >= 0 else "clock"
-    device = home.devices[rule.device]
-    effect = _effect(rule.op, rule.value, home.types[rule.device])
-    facts = (
-        Fact(s, "delay", str(rule.delay)),
-        Fact(s, "device", device),
-        Fact(s, "effect", effect),
-        Fact(s, "on", rule.on),
-        Fact(s, "status", rule.status),
-        Fact(s, "trigger", trigger),
-    )
-    # Hashing a tuple of ints is cheap and, unlike hashing strings, the same in every
-    # process; the state hash sums these digests.
-    key = (
-        int(s[6:]),
-        rule.device,
-        rule.trigger,
-        _CODE[rule.on],
-        rule.delay,
-        _CODE[rule.op],
-        rule.value,
-        _CODE[rule.status],
-        rule.due,
-        _CODE[rule.owner],
-        rule.created,
-    )
-    digest = hash(key) % 2**64
-    return rule._replace(facts=facts, digest=digest)
+def _rank(n: int) -> int:
+    """Return where ``r<n>`` sorts among the ids ``r1`` .. ``r<n>`` compared as strings.
+
+    For each length ``l`` shorter than ``n``'s ``L`` digits, the ids at most ``n``'s
+    first ``l`` digits come first: ``int(s[:l]) - 10**(l-1) + 1`` of them; then the
+    ``n - 10**(L-1)`` ids of ``n``'s own length below it.
+    """
+    s = str(n)
+    rank = n - 10 ** (len(s) - 1)
+    for length in range(1, len(s)):
+        rank += int(s[:length]) - 10 ** (length - 1) + 1
+    return rank
 
 
-def _command_text(home: _Home, op: str, device: int, value: int) -> str:
+def _put(values: tuple, i: int, value: Any) -> tuple:
+    copy = list(values)  # cheaper than splicing slices
+    copy[i] = value
+    return tuple(copy)
+
+
+def _task_commands(
+    home: _Home, kind: str, device: int, op: str, value: int, person: int, on: str, delay: int
+) -> tuple[str, ...]:
+    """The command that carries a task out, then the confusable ones beside it.
+
+    Each is also put in the house's parse cache, parsed as ``_parse`` would.
+    """
+    if kind == "cancel":
+        return ()  # every pending rule's cancel is admissible anyway
+    dtype, word = home.types[device], home.words[device]
+    cache = home.commands
     if op == "set":
-        return f"set {home.words[device]} to {_level_text(home.types[device], value)}"
-    return f"adjust {home.words[device]} by {value:+d}"
-
-
-def _when_text(home: _Home, person: int, on: str, delay: int) -> str:
-    if person < 0:
-        return f"in {delay} min"
-    verb = "arrives" if on == "arrive" else "leaves"
-    return f"when {home.names[person]} {verb}" + (f", in {delay} min" if delay else "")
-
-
-def _task_commands(home: _Home, task: Task) -> list[str]:
-    """The command that carries ``task`` out, then the confusable ones beside it."""
-    if task.kind == "cancel":
-        return []  # every pending rule's cancel is admissible anyway
-    dtype = home.types[task.device]
-    do = _command_text(home, task.op, task.device, task.value)
+        do = f"set {word} to {(POSITIONS if dtype == BLIND else _NUMBERS)[value]}"
+    else:
+        do = f"adjust {word} by {value:+d}"
+    cache[do] = _tuple(_Command, (op, device, op, value, -1, "", 0, -1))
     # The same number read the other way: an increment as an overwrite or back.
     other = None
     if dtype != BLIND:
-        if task.op == "set" and task.value:
-            other = _command_text(home, "adjust", task.device, task.value)
+        if op == "set" and value:
+            other_op, other_value = "adjust", value
+            other = f"adjust {word} by {value:+d}"
         else:
             low, high = HEAT_RANGE if dtype == HEAT else LIGHT_RANGE
-            if low <= abs(task.value) <= high:
-                other = _command_text(home, "set", task.device, abs(task.value))
-    if task.kind == "now":
-        return [do] + ([other] if other else [])
-    when = _when_text(home, task.person, task.on, task.delay)
-    out = [f"schedule {when}: {do}", do]  # the right rule, and the condition applied now
+            other_op, other_value = "set", abs(value)
+            if low <= other_value <= high:
+                other = f"set {word} to {_NUMBERS[other_value]}"
+        if other:
+            parsed = (other_op, device, other_op, other_value, -1, "", 0, -1)
+            cache[other] = _tuple(_Command, parsed)
+    if kind == "now":
+        return (do, other) if other else (do,)
+    if person < 0:
+        when = f"in {delay} min"
+    else:
+        verb = "arrives" if on == "arrive" else "leaves"
+        when = f"when {home.names[person]} {verb}" + (f", in {delay} min" if delay else "")
+    # The right rule, and the condition applied now.
+    schedule = f"schedule {when}: {do}"
+    cache[schedule] = _tuple(_Command, ("schedule", device, op, value, person, on, delay, -1))
     if other:
-        out.append(f"schedule {when}: {other}")
-    return out
+        other_schedule = f"schedule {when}: {other}"
+        cache[other_schedule] = _tuple(
+            _Command, ("schedule", device, other_op, other_value, person, on, delay, -1)
+        )
+        return schedule, do, other_schedule
+    return schedule, do
 
 
 # --- commands --------------------------------------------------------------------------
@@ -856,6 +1131,38 @@ class _Command(NamedTuple):
     rule: int = -1
 
 
+_WAIT = _Command("wait")
+# A rejection: the kind of the reply and its canonical values (in the kind's slot order).
+_Rejection = tuple[str, tuple[str, ...]]
+_NOT_UNDERSTOOD: _Rejection = ("not_understood", ())
+
+
+class _RuleName(NamedTuple):
+    """How the rule of one index is named: the same in every episode."""
+
+    id: str  # rule:r12
+    text: str  # R12
+    cancel: str  # cancel r12
+    command: _Command  # the parse of ``cancel``
+    rank: int  # where the id sorts among those before it (``_rank``)
+
+
+_RULE_NAMES: list[_RuleName] = []  # by rule index, grown as needed
+_GROWING = threading.Lock()  # two threads growing the list at once would misnumber it
+
+
+def _rule_name(i: int) -> _RuleName:
+    try:
+        return _RULE_NAMES[i]
+    except IndexError:
+        with _GROWING:
+            for n in range(len(_RULE_NAMES) + 1, i + 2):
+                command = _Command("cancel", rule=n - 1)
+                name = _RuleName(f"rule:r{n}", f"R{n}", f"cancel r{n}", command, _rank(n))
+                _RULE_NAMES.append(name)
+        return _RULE_NAMES[i]
+
+
 def _number(text: str, signed: bool) -> int | None:
     body = text[1:] if signed and text[:1] in "+-" else text
     if not (body.isascii() and body.isdigit() and len(body) <= 4):
@@ -863,158 +1170,227 @@ def _number(text: str, signed: bool) -> int | None:
     return -int(body) if text[0] == "-" else int(body)
 
 
-def _parse_change(home: _Home, words: list[str]) -> _Command | tuple[str, dict[str, str]]:
+def _parse_change(home: _Home, words: list[str]) -> _Command | _Rejection:
     """Parse ``set <device> to <value>`` or ``adjust <device> by <n>`` (split words)."""
     if len(words) < 4 or words[-2] != ("to" if words[0] == "set" else "by"):
-        return "not_understood", {}
+        return _NOT_UNDERSTOOD
     device = home.by_words.get(" ".join(words[1:-2]))
     if device is None:
-        return "unknown_device", {}
+        return "unknown_device", ()
     dtype, raw, canon = home.types[device], words[-1], home.devices[device]
     if words[0] == "set":
         if dtype == BLIND:
             if raw not in POSITIONS:
-                return "bad_value", {"device": canon}
+                return "bad_value", (canon,)
             return _Command("set", device, "set", POSITIONS.index(raw))
         value = _number(raw, signed=False)
         low, high = HEAT_RANGE if dtype == HEAT else LIGHT_RANGE
         if value is None or not low <= value <= high:
-            return "bad_value", {"device": canon}
+            return "bad_value", (canon,)
         return _Command("set", device, "set", value)
     value = _number(raw, signed=True)
     if dtype == BLIND or value is None or abs(value) > 100:
-        return "bad_value", {"device": canon}
+        return "bad_value", (canon,)
     return _Command("adjust", device, "adjust", value)
 
 
-def _parse(home: _Home, rules: tuple[Rule, ...], action: Any) -> _Command | tuple[str, dict]:
+def _parse(home: _Home, rules: tuple[Rule, ...], action: Any) -> _Command | _Rejection:
     """Parse a command, or return the rejection message ``(kind, values)``.
 
-    Plain string splitting, no regular expressions: this runs every step.
+    Plain string splitting, no regular expressions. A rule number is checked against
+    ``rules`` here; ``_command`` checks it again for a parse remembered from another
+    branch of the episode.
     """
     if not isinstance(action, str):
-        return "not_understood", {}
+        return _NOT_UNDERSTOOD
     words = action.lower().split()
     if not words:
-        return "not_understood", {}
+        return _NOT_UNDERSTOOD
     verb = words[0]
     if verb == "wait" and len(words) == 1:
-        return _Command("wait")
+        return _WAIT
     if verb in ("set", "adjust"):
         return _parse_change(home, words)
     if verb == "cancel" and len(words) == 2:
         n = _number(words[1][1:], signed=False) if words[1][:1] == "r" else None
         if n is None:
-            return "not_understood", {}
+            return _NOT_UNDERSTOOD
         if not 1 <= n <= len(rules):
-            return "unknown_rule", {"rule": f"rule:r{n}"}
-        return _Command("cancel", rule=n - 1)
+            return "unknown_rule", (f"rule:r{n}",)
+        return _rule_name(n - 1).command
     if verb != "schedule":
-        return "not_understood", {}
+        return _NOT_UNDERSTOOD
     head, colon, tail = " ".join(words).partition(":")
     when = head.replace(",", " ").split()[1:]
     if not colon or not when:
-        return "not_understood", {}
+        return _NOT_UNDERSTOOD
     change = (
         _parse_change(home, tail.split()) if tail.split()[:1] in (["set"], ["adjust"]) else None
     )
     if change is None:
-        return "not_understood", {}
+        return _NOT_UNDERSTOOD
     if not isinstance(change, _Command):
         return change
     person, on, delay = -1, "time", 0
     if when[0] == "when" and len(when) in (3, 6):
         if when[1] not in home.by_name:
-            return "unknown_person", {}
+            return "unknown_person", ()
         person = home.by_name[when[1]]
         on = {"arrives": "arrive", "leaves": "leave"}.get(when[2], "")
         when = when[3:]
         if not on:
-            return "not_understood", {}
+            return _NOT_UNDERSTOOD
     if when:
         if len(when) != 3 or when[0] != "in" or when[2] != "min":
-            return "not_understood", {}
+            return _NOT_UNDERSTOOD
         delay = _number(when[1], signed=False)
         if delay is None or not 1 <= delay <= 999:
-            return "not_understood", {}
+            return _NOT_UNDERSTOOD
     elif person < 0:
-        return "not_understood", {}
+        return _NOT_UNDERSTOOD
     return change._replace(verb="schedule", person=person, on=on, delay=delay)
 
 
 # --- transitions -----------------------------------------------------------------------
 
 
-class _Draft(StepDraft):
+class _Lcg:
+    """``StepRng``'s generator (a 48-bit LCG) from a given position ``x``.
+
+    The same draws as ``StepRng``, with the generator kept where the step path can
+    also step it inline.
+    """
+
+    __slots__ = ("x",)
+
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+    def random(self) -> float:
+        self.x = x = (self.x * 0x5DEECE66D + 11) & _M48
+        return x * _UNIT
+
+    def draw(self) -> int:
+        """``random()`` times ``2**48``: compare it with a threshold (``_Home``)."""
+        self.x = x = (self.x * 0x5DEECE66D + 11) & _M48
+        return x
+
+    def below(self, n: int) -> int:
+        self.x = x = (self.x * 0x5DEECE66D + 11) & _M48
+        return ((x >> 16) * n) >> 32
+
+    def choice(self, seq: Any) -> Any:
+        self.x = x = (self.x * 0x5DEECE66D + 11) & _M48
+        return seq[((x >> 16) * len(seq)) >> 32]
+
+
+class _Draft(_Lcg):
     """Mutable scratch copy of a state for one transition, frozen again by ``freeze``.
 
-    Transitions stay pure: the draft copies what it changes, never the input state.
-    ``changes`` maps ``(subject, relation)`` to ``[before, after]`` objects for the
-    current phase (agent command, then world events), to split the delta by cause.
+    Transitions stay pure: the draft replaces the state's tuples when it changes them
+    (rarely more than twice a step), never mutates them. ``changes`` lists the step's
+    ``(subject, relation, before, after)`` changes in order; ``transition`` notes where
+    the agent's command ends and the world's events begin, to split the delta by cause.
+    Its draws are ``StepRng(seed, step)``'s.
     """
 
     __slots__ = (
-        "changes", "digest", "dirty", "home", "level_at", "levels", "lines", "max_score",
-        "mentioned", "params", "pending", "present", "present_at", "relative", "reward",
-        "rng", "rule_order", "rules", "state", "step", "tasks", "timers_dirty",
+        "admissible", "changes", "dirty", "home", "level_at", "levels", "lines", "max_score",
+        "mentioned", "next_due", "params", "pending", "present", "present_at", "relative",
+        "reward", "rules", "score", "seed", "step", "tasks", "timers_dirty",
     )  # fmt: skip
-    voice = Voice(TEXT)
 
-    def __init__(self, state: SmartHomeState, step: int) -> None:
-        self.state = state
-        self.params = state.params
-        self.home = state.home
-        self.step = step
-        self.rng = StepRng(state.seed, step)
-        # Per-device and per-person tuples are copied to lists on first write only.
-        self.levels: tuple[int, ...] | list[int] = state.levels
-        self.level_at: tuple[int, ...] | list[int] = state.level_at
-        self.relative = state.relative
-        self.present: tuple[bool, ...] | list[bool] = state.present
-        self.present_at: tuple[int, ...] | list[int] = state.present_at
-        self.rules: tuple[Rule, ...] | list[Rule] = state.rules  # copied on first write
-        self.rule_order = state.rule_order
-        self.pending = state.pending
-        self.tasks = state.tasks
+    def __init__(self, state: SmartHomeState) -> None:
+        """Start the step after ``state``'s."""
+        # One unpacking of the state's fields (``_`` for those the draft rebuilds).
+        (
+            self.params, self.seed, step, home, self.levels, self.level_at, self.relative,
+            self.present, self.present_at, self.rules, self.pending, self.tasks,
+            _, _, _, _, _, _, self.score, self.max_score, self.admissible, self.next_due,
+        ) = state  # fmt: skip
+        self.home = home
+        self.step = step = step + 1
+        starts = home.starts.get(step >> 6)  # StepRng(seed, step).x, by blocks of 64 steps
+        if starts is None:
+            starts = home.starts[step >> 6] = _starts(home.seed_mix, step & ~63)
+        self.x = starts[step & 63]
         self.lines: list[str] = []
-        self.mentioned: dict[str, None] = {}  # insertion-ordered: deterministic
-        self.changes: dict[tuple[str, str], list[str | None]] = {}
-        self.digest = state.digest
-        self.max_score = state.max_score
+        self.mentioned: list[str] = []
+        self.changes: list[tuple[str, str, str | None, str]] = []
         self.reward = 0
         self.dirty = False  # tasks or pending rules changed: recompute admissible
         self.timers_dirty = False  # a rule changed: recompute next_due
 
     # -- text --
 
-    def chatter(self, first: int) -> None:
-        rng, persons, lines = self.rng, self.home.persons, self.lines
-        for _ in range(self.params.distractors):
-            # One draw: 16 bits each for the line, the person and the position.
-            bits = rng.bits()
-            variant = ((bits & 0xFFFF) * len(_CHATTER)) >> 16
-            template = _CHATTER[variant]
-            if _CHATTER_SLOTS[variant]:
-                person = persons[(((bits >> 16) & 0xFFFF) * len(persons)) >> 16]
-                self.mentioned[person] = None
-                template = template.format(person=person[7:].capitalize())
-            lines.insert(
-                first + ((((bits >> 32) & 0xFFFF) * (len(lines) - first + 1)) >> 16), template
-            )
+    def say(self, kind: str, texts: tuple[str, ...] = (), entities: tuple[str, ...] = ()) -> None:
+        """Add a line of ``kind``: ``texts`` as written, in its order (``_say_orders``).
 
-    def state_line(self, device: int, context: str = "state", owner: str = "") -> None:
+        ``entities`` are the ids the line names. A paraphrase at ``paraphrase_rate``: one
+        draw, and a second to pick which (``StepDraft.say``'s draws).
+        """
+        others, formats, fmt, permutation = _FORMATS[kind]
+        if others:
+            x = (self.x * 0x5DEECE66D + 11) & _M48
+            if x < self.home.paraphrase_x:
+                x = (x * 0x5DEECE66D + 11) & _M48
+                fmt, permutation = formats[(((x >> 16) * others) >> 32) + 1]
+            self.x = x
+        if not texts:
+            self.lines.append(fmt)
+            return
+        if permutation is not None:
+            texts = tuple([texts[k] for k in permutation])
+        self.lines.append(fmt % texts)
+        self.mentioned.extend(entities)
+
+    def say_canon(self, kind: str, *values: str) -> None:
+        """``say`` with canonical values (ids), turned to text by the slot types.
+
+        The plain path, for the messages too rare to be worth writing out at the caller.
+        """
+        _, order, entities = _PLANS[kind]
+        texts = tuple([_TO_TEXT[slot](value) for slot, value in zip(order, values, strict=True)])
+        self.say(kind, texts, tuple([values[k] for k in entities]))
+
+    def chatter(self) -> None:
+        """Insert the distractor lines anywhere after the first (``StepRng.bits`` draws)."""
+        lines, x = self.lines, self.x
+        for _ in range(self.home.distractors):
+            # One draw: 16 bits each for the line, the person and the position.
+            x = (x * 0x5DEECE66D + 11) & _M48
+            bits = x ^ (x >> 24) ^ ((x * 0x9E3779B1) & _M48)  # < 2**48
+            variant = ((bits & 0xFFFF) * _N_CHATTER) >> 16
+            if _CHATTER_PERSON[variant]:
+                said = self.home.chatter[variant]  # (line, person) per person
+                # ((bits >> 16) & 0xFFFF) * n >> 16, with one operation less
+                line, person = said[((bits & 0xFFFF0000) * len(said)) >> 32]
+                self.mentioned.append(person)
+            else:
+                line = _CHATTER[variant]
+            if len(lines) == 1:  # after the reply, the only place (bits >> 32 < 2**16)
+                lines.append(line)
+            else:
+                lines.insert(1 + (((bits >> 32) * len(lines)) >> 16), line)
+        self.x = x
+
+    def state_line(self, device: int, context: int = _STATE, owner: int = -1) -> None:
+        """State a device's level: at reset or a firing, as a reply, or changed by hand.
+
+        ``owner`` is the person who changed it by hand (``_BY_HAND``).
+        """
         home = self.home
-        dtype, canon, level = home.types[device], home.devices[device], self.levels[device]
-        if type(self.level_at) is tuple:
-            self.level_at = list(self.level_at)
-        self.level_at[device] = self.step
-        extra = {"owner": owner} if owner else {}
-        if dtype == LIGHT:
-            self.say("light_" + context, light=canon, level=str(level), **extra)
-        elif dtype == BLIND:
-            self.say("blind_" + context, blind=canon, position=POSITIONS[level], **extra)
+        dtype, level = home.types[device], self.levels[device]
+        level_at = list(self.level_at)  # _put, inlined
+        level_at[device] = self.step
+        self.level_at = tuple(level_at)
+        text = POSITIONS[level] if dtype == BLIND else _NUMBERS[level]
+        kind = _LEVEL_KINDS[dtype][context]
+        if owner < 0:
+            self.say(kind, (home.words[device], text), (home.devices[device],))
         else:
-            self.say("heat_" + context, heater=canon, degrees=str(level), **extra)
+            texts = (home.titles[owner], home.words[device], text)
+            self.say(kind, texts, (home.persons[owner], home.devices[device]))
 
     # -- facts --
 
@@ -1022,165 +1398,257 @@ class _Draft(StepDraft):
         old = self.levels[device]
         if old != level:
             home = self.home
-            dtype = home.types[device]
-            self.note(
-                home.devices[device],
-                home.relation[device],
-                _level_text(dtype, old),
-                _level_text(dtype, level),
-            )
-            if type(self.levels) is tuple:
-                self.levels = list(self.levels)
-            self.levels[device] = level
+            texts = POSITIONS if home.types[device] == BLIND else _NUMBERS
+            before, after = texts[old], texts[level]
+            self.changes.append((home.devices[device], home.relation[device], before, after))
+            self.levels = _put(self.levels, device, level)
         if relative:
-            self.relative = self.relative | {device}
+            if device not in self.relative:
+                self.relative = self.relative | {device}
         elif device in self.relative:
             self.relative = self.relative - {device}
 
     def set_present(self, person: int, home_now: bool) -> None:
-        pid = self.home.persons[person]
-        self.note(
-            pid,
-            "location",
-            "home" if self.present[person] else "away",
-            "home" if home_now else "away",
-        )
-        if type(self.present) is tuple:
-            self.present, self.present_at = list(self.present), list(self.present_at)
-        self.present[person] = home_now
-        self.present_at[person] = self.step
-
-    def put_rule(self, i: int, rule: Rule) -> None:
-        rule = _seal(rule, self.home)
-        self.timers_dirty = True
-        if type(self.rules) is tuple:
-            self.rules = list(self.rules)
-        if i == len(self.rules):
-            self.rules.append(rule)
-            for fact in rule.facts:
-                self.note(fact.subject, fact.relation, None, fact.object)
-            k = bisect.bisect_left(self.rule_order, rule.id, key=lambda j: self.rules[j].id)
-            self.rule_order = (*self.rule_order[:k], i, *self.rule_order[k:])
-            self.digest = (self.digest + rule.digest) % 2**64
-        else:
-            old = self.rules[i]
-            if old.status != rule.status:
-                self.note(rule.id, "status", old.status, rule.status)
-            self.rules[i] = rule
-            self.digest = (self.digest + rule.digest - old.digest) % 2**64
-        pending = rule.status in ("armed", "waiting")
-        if pending != (i in self.pending):
-            self.pending = (
-                (*self.pending, i) if pending else tuple(j for j in self.pending if j != i)
-            )
-            self.dirty = True
+        before = "home" if self.present[person] else "away"
+        after = "home" if home_now else "away"
+        self.changes.append((self.home.persons[person], "location", before, after))
+        self.present = _put(self.present, person, home_now)
+        self.present_at = _put(self.present_at, person, self.step)
 
     # -- tasks --
 
     def close_task(self, task: Task) -> None:
-        self.tasks = tuple(t for t in self.tasks if t is not task)
+        tasks = self.tasks
+        k = tasks.index(task)  # tasks are distinct (each is given at its own step)
+        self.tasks = tasks[:k] + tasks[k + 1 :]
         self.dirty = True
 
-    def add_task(self, task: Task) -> None:
-        task = task._replace(commands=tuple(_task_commands(self.home, task)))
+    def add_task(
+        self, kind: str, device: int, op: str, value: int, person: int, on: str, delay: int,
+        rule: int,
+    ) -> None:  # fmt: skip
+        commands = _task_commands(self.home, kind, device, op, value, person, on, delay)
+        task = _tuple(Task, (kind, device, op, value, person, on, delay, rule, self.step, commands))
         self.tasks = (*self.tasks, task)
         self.max_score += 1
         self.dirty = True
+
+    def free_devices(self) -> tuple[int, ...] | list[int]:
+        """Devices no open instruction is about, in order."""
+        if not self.tasks:
+            return self.home.device_ids
+        return sorted(self.home.device_set.difference([t[_T_DEVICE] for t in self.tasks]))
 
     # -- rules --
 
     def rule_on(self, trigger: int, device: int) -> bool:
         """Whether a pending rule covers this (trigger, device): it must stay unique."""
         rules = self.rules
-        return any(rules[i].trigger == trigger and rules[i].device == device for i in self.pending)
+        for i in self.pending:
+            rule = rules[i]
+            if rule[_R_TRIGGER] == trigger and rule[_R_DEVICE] == device:
+                return True
+        return False
 
-    def announce_rule(self, rule: Rule, owner: str = "") -> None:
-        kind = ("house_" if owner else "") + ("rule_person" if rule.trigger >= 0 else "rule_timer")
-        values = {
-            "rule": rule.id,
-            "device": self.home.devices[rule.device],
-            "effect": _effect(rule.op, rule.value, self.home.types[rule.device]),
-        }
-        if rule.trigger >= 0:
-            values.update(person=self.home.persons[rule.trigger], on=rule.on, delay=str(rule.delay))
-        else:
-            values["after"] = str(rule.delay)
-        if owner:
-            values["owner"] = owner
-        self.say(kind, **values)
+    def new_rule(
+        self, device: int, trigger: int, on: str, delay: int, op: str, value: int, owner: str
+    ) -> Rule:
+        """Make an armed rule (its facts are all new: see ``_net``)."""
+        step, rules = self.step, self.rules
+        i = len(rules)
+        name = _rule_name(i)
+        due = step + delay if trigger < 0 else -1
+        rule = _tuple(
+            Rule, (name.id, device, trigger, on, delay, op, value, "armed", due, owner, step, step)
+        )
+        self.rules = rules + (rule,)  # noqa: RUF005  (a third of the time of (*rules, rule))
+        self.changes.append((name.id, None, None, rule))
+        self.pending = (*self.pending, i)
+        self.dirty = self.timers_dirty = True
+        self.home.commands[name.cancel] = name.command  # its cancel is admissible now
+        return rule
 
-    def new_rule(self, cmd: _Command, owner: str) -> Rule:
-        i = len(self.rules)
-        due = self.step + cmd.delay if cmd.person < 0 else -1
-        rule = Rule(
-            id=f"rule:r{i + 1}", device=cmd.device, trigger=cmd.person, on=cmd.on,
-            delay=cmd.delay, op=cmd.op, value=cmd.value, status="armed", due=due,
-            owner=owner, created=self.step, status_at=self.step,
+    def set_status(self, i: int, status: str, due: int) -> None:
+        """Move rule ``i`` to ``status`` (and ``due``) at this step."""
+        rid, device, trigger, on, delay, op, value, old, _, owner, created, _ = self.rules[i]
+        rule = _tuple(
+            Rule, (rid, device, trigger, on, delay, op, value, status, due, owner, created,
+                   self.step),
         )  # fmt: skip
-        self.put_rule(i, rule)
-        return self.rules[i]
-
-    def describe_rule(self, kind: str, rule: Rule, **extra: str) -> None:
-        """Name a pending rule by id, or by device and trigger (``indirection``)."""
-        if self.rng.random() < self.params.indirection:
-            values = {"pending": rule.status, "device": self.home.devices[rule.device], **extra}
-            if rule.trigger >= 0:
-                self.say(kind + "_desc", person=self.home.persons[rule.trigger], **values)
+        self.rules = _put(self.rules, i, rule)
+        if old != status:
+            self.changes.append((rid, "status", old, status))
+        self.timers_dirty = True
+        pending = status in ("armed", "waiting")
+        if pending != (i in self.pending):
+            if pending:
+                self.pending = (*self.pending, i)
             else:
-                timer_kind = {"rule_fired": "timer_fired", "house_cancel": "house_cancel_timer"}
-                self.say(timer_kind[kind] + "_desc", clock="clock", **values)
+                k = self.pending.index(i)
+                self.pending = self.pending[:k] + self.pending[k + 1 :]
+            self.dirty = True
+
+    def announce_rule(self, rule: Rule, owner: int = -1) -> None:
+        """State a new rule's facts; ``owner`` is the person who made it, or -1 (agent)."""
+        home, device, rid = self.home, rule.device, rule.id
+        if rule.op == "set":
+            effect = "set to " + _level_text(home.types[device], rule.value)
         else:
-            self.say(kind, rule=rule.id, **extra)
+            effect = ("raised by " if rule.value >= 0 else "lowered by ") + str(abs(rule.value))
+        name, word = "R" + rid[6:], home.words[device]
+        if rule.trigger >= 0:
+            person = rule.trigger
+            on = "gets home" if rule.on == "arrive" else "leaves"
+            delay = f"{rule.delay} minutes later" if rule.delay else "right away"
+            texts: tuple[str, ...] = (name, home.titles[person], on, delay, word, effect)
+            entities: tuple[str, ...] = (rid, home.persons[person], home.devices[device])
+            kind = "rule_person"
+        else:
+            texts = (name, str(rule.delay), word, effect)
+            entities = (rid, home.devices[device])
+            kind = "rule_timer"
+        if owner >= 0:
+            texts, entities = (home.titles[owner], *texts), (*entities, home.persons[owner])
+            self.say("house_" + kind, texts, entities)
+        else:
+            self.say(kind, texts, entities)
+
+    def describe_rule(self, kind: str, rule: Rule, owner: int = -1) -> None:
+        """Name a pending rule by id, or by device and trigger (``indirection``).
+
+        ``kind`` is ``rule_waiting``, ``rule_fired`` or, with ``owner`` (a person),
+        ``house_cancel``.
+        """
+        home = self.home
+        if self.draw() < home.indirection_x:
+            device = home.devices[rule.device]
+            texts: tuple[str, ...] = (rule.status, home.words[rule.device])
+            if rule.trigger >= 0:
+                texts += (home.titles[rule.trigger],)
+                entities: tuple[str, ...] = (device, home.persons[rule.trigger])
+                kind += "_desc"
+            else:
+                texts += ("timer",)  # the clock slot
+                entities = (device,)
+                kind = "house_cancel_timer_desc" if owner >= 0 else "timer_fired_desc"
+        else:
+            texts, entities = ("R" + rule.id[6:],), (rule.id,)
+        if owner >= 0:
+            texts = (home.titles[owner], *texts)
+            entities += (home.persons[owner],)
+        self.say(kind, texts, entities)
 
     def fire(self, i: int) -> None:
         rule = self.rules[i]
         self.describe_rule("rule_fired", rule)
-        self.put_rule(i, rule._replace(status="fired", status_at=self.step, due=-1))
-        dtype = self.home.types[rule.device]
-        level = _apply(rule.op, rule.value, self.levels[rule.device], dtype)
-        self.set_level(rule.device, level, relative=rule.op == "adjust")
-        self.state_line(rule.device)
+        self.set_status(i, "fired", -1)
+        device = rule.device
+        dtype = self.home.types[device]
+        level = _apply(rule.op, rule.value, self.levels[device], dtype)
+        self.set_level(device, level, relative=rule.op == "adjust")
+        self.state_line(device)
         for task in self.tasks:
             if task.kind == "cancel" and task.rule == i:
                 self.reward -= 1  # the user asked for it to be cancelled, and it ran
                 self.close_task(task)
 
-    def freeze(
-        self, *, admissible: tuple[str, ...] | None, probes: tuple[Probe, ...],
-        action_changes: tuple = (), event_changes: tuple = (),
-    ) -> SmartHomeState:  # fmt: skip
-        state = self.state
-        if admissible is None:
-            admissible = _admissible(self.pending, self.tasks) if self.dirty else state.admissible
-        rules = self.rules if type(self.rules) is tuple else tuple(self.rules)
-        next_due = state.next_due
+    def freeze(self, probe_x: int, split: int = 0) -> SmartHomeState:
+        """Return the new state; ``changes[:split]`` are the agent's, the rest the world's.
+
+        ``probe_x``: where this step's probes are drawn from, or -1 for none.
+        """
+        admissible = _admissible(self.pending, self.tasks) if self.dirty else self.admissible
+        next_due = self.next_due
         if self.timers_dirty:
-            next_due = min((rules[i].due for i in self.pending if rules[i].due >= 0), default=-1)
+            rules = self.rules
+            next_due = -1
+            for i in self.pending:
+                due = rules[i][_R_DUE]
+                if due >= 0 and (due < next_due or next_due < 0):
+                    next_due = due
+        changes = self.changes
+        if not changes:
+            action_changes = event_changes = ()
+        elif split == 0:
+            action_changes, event_changes = (), tuple(changes)
+        elif split == len(changes):
+            action_changes, event_changes = tuple(changes), ()
+        else:
+            action_changes, event_changes = tuple(changes[:split]), tuple(changes[split:])
+        reward = self.reward
         # Positional, in field order: the state is built every step.
-        return _new_state((
-            self.params, state.seed, self.step, self.home, _frozen(self.levels),
-            _frozen(self.level_at), self.relative, _frozen(self.present),
-            _frozen(self.present_at),
-            rules, self.rule_order, self.pending, self.tasks, "\n".join(self.lines),
-            tuple(self.mentioned), probes, action_changes, event_changes, self.reward,
-            state.score + self.reward, self.max_score, admissible, next_due, self.digest,
+        return _tuple(SmartHomeState, (
+            self.params, self.seed, self.step, self.home, self.levels, self.level_at,
+            self.relative, self.present, self.present_at, self.rules, self.pending,
+            self.tasks, "\n".join(self.lines), tuple(self.mentioned), probe_x, action_changes,
+            event_changes, reward, self.score + reward, self.max_score, admissible, next_due,
         ))  # fmt: skip
 
 
-def _frozen(values: tuple | list) -> tuple:
-    return values if type(values) is tuple else tuple(values)
-
-
 def _admissible(pending: tuple[int, ...], tasks: tuple[Task, ...]) -> tuple[str, ...]:
+    """``wait``, the cancel of each pending rule and the commands of each open task, sorted.
+
+    A task's commands may repeat (setting a light to 0 reads the same either way).
+    """
     actions = {"wait"}
-    for i in pending:
-        actions.add(f"cancel r{i + 1}")
+    if pending:
+        names = _RULE_NAMES
+        if max(pending) >= len(names):  # a state from another process
+            _rule_name(max(pending))
+        for i in pending:
+            actions.add(names[i].cancel)
     for task in tasks:
         actions.update(task.commands)
     return tuple(sorted(actions))
 
 
 # --- the pure core ---------------------------------------------------------------------
+
+
+class _RuleTruth:
+    """The ground truth of a tuple of rules, brought up to date from the last one.
+
+    Consecutive steps change a rule or two (or make one): only rules that are not the
+    very same objects as last time are derived again, and the facts sorted by rule id
+    are patched in place. Anything else (a new episode, a restore) starts again.
+
+    Attributes:
+        rules: the rules it is the truth of.
+        facts: their facts, six per rule, sorted by rule id.
+        order: rule indices sorted by rule id.
+        digests: per rule, its share of the state hash; ``digest`` their sum mod 2**64.
+    """
+
+    __slots__ = ("digest", "digests", "facts", "order", "rules")
+
+    def __init__(self) -> None:
+        self.rules: tuple[Rule, ...] = ()
+        self.facts: list[Fact] = []
+        self.order: list[int] = []
+        self.digests: list[int] = []
+        self.digest = 0
+
+    def update(self, rules: tuple[Rule, ...], home: _Home) -> None:
+        last = self.rules
+        changed = list(compress(range(len(last)), map(is_not, rules, last)))
+        if len(rules) < len(last) or len(changed) > 8:
+            self.__init__()
+            changed = []
+        facts, order, digests, digest = self.facts, self.order, self.digests, self.digest
+        for i in changed:
+            k = order.index(i)
+            facts[6 * k : 6 * k + 6] = _rule_facts_of(rules[i], home)
+            new = _rule_digest(rules[i])
+            digest += new - digests[i]
+            digests[i] = new
+        for i in range(len(digests), len(rules)):  # new rules, in order of making
+            k = _rule_name(i).rank  # where its id sorts among those made before it
+            order.insert(k, i)
+            facts[6 * k : 6 * k] = _rule_facts_of(rules[i], home)
+            digests.append(_rule_digest(rules[i]))
+            digest += digests[i]
+        self.digest = digest % 2**64
+        self.rules = rules
 
 
 class SmartHomeFuncEnv(
@@ -1211,6 +1679,12 @@ class SmartHomeFuncEnv(
             max_length=_LINE_MAX * lines, min_length=1, charset=charset + "\n"
         )
         self.action_space = spaces.Text(max_length=512, min_length=0, charset=charset)
+        # Ground truth of consecutive steps shares most of its parts: the last ones are
+        # kept, keyed by the identity of what they were made from (and holding it).
+        # levels, present -> their facts and the thermostat's, and their text for the hash
+        self._world_facts: tuple = (None, None, (), None, "")
+        self._rules = _RuleTruth()
+        self._tasks_text: tuple = (None, "")  # tasks -> repr(tasks)
 
     def initial(self, rng: Any, params: SmartHomeParams | None = None) -> SmartHomeState:
         """Return the state at reset: the house, everyone's whereabouts, a few rules.
@@ -1232,12 +1706,26 @@ class SmartHomeFuncEnv(
             HEAT if d.startswith("t") else BLIND if d.startswith("b") else LIGHT for d in devices
         )
         words = tuple(_device_text(d) for d in devices)
+        persons = tuple("person:" + n for n in names)
+        titles = tuple(_TO_TEXT["person"](p) for p in persons)
+        chatter = tuple(
+            tuple((t.format(person=title), p) for title, p in zip(titles, persons, strict=True))
+            if has_person
+            else ()
+            for t, has_person in zip(_CHATTER, _CHATTER_PERSON, strict=True)
+        )
         home = _Home(
             devices=tuple(devices), types=types, words=words,
             by_words={w: i for i, w in enumerate(words)},
-            persons=tuple("person:" + n for n in names), names=tuple(names),
-            by_name={n: i for i, n in enumerate(names)},
+            persons=persons, names=tuple(names), by_name={n: i for i, n in enumerate(names)},
             relation=tuple(("brightness", "position", "target")[t] for t in types),
+            titles=titles, device_ids=tuple(range(len(devices))),
+            device_set=frozenset(range(len(devices))), chatter=chatter,
+            locations=tuple((Fact(p, "location", "away"), Fact(p, "location", "home"))
+                            for p in persons),
+            paraphrase_x=params.paraphrase_rate * _ONE, indirection_x=params.indirection * _ONE,
+            distractors=params.distractors, seed_mix=(seed * 0x9E3779B97F4A7C15 + 1) & _M64,
+            starts=_Cache(), commands=_Cache(), facts=_Cache(),
         )  # fmt: skip
         levels = tuple(
             r.below(11) * 10 if t == LIGHT else r.below(2) if t == BLIND else 18 + r.below(5)
@@ -1246,26 +1734,26 @@ class SmartHomeFuncEnv(
         present = tuple(r.random() < 0.6 for _ in names)
         none: tuple = ()
         blank = SmartHomeState(
-            params=params, seed=seed, step=0, home=home, levels=levels,
+            params=params, seed=seed, step=-1, home=home, levels=levels,
             level_at=(0,) * len(devices), relative=frozenset(), present=present,
-            present_at=(0,) * len(names), rules=none, rule_order=none, pending=none,
-            tasks=none, text="", mentioned=none, probes=none, action_changes=none,
+            present_at=(0,) * len(names), rules=none, pending=none,
+            tasks=none, text="", mentioned=none, probe_x=-1, action_changes=none,
             event_changes=none, reward=0, score=0, max_score=0, admissible=("wait",),
-            next_due=-1, digest=0,
+            next_due=-1,
         )  # fmt: skip
-        d = _Draft(blank, 0)
+        d = _Draft(blank)  # the reset is step 0
         d.say("intro")
         for i in range(len(devices)):
             d.state_line(i)
-            d.note(devices[i], home.relation[i], None, _level_text(types[i], levels[i]))
-        for i, pid in enumerate(home.persons):
+            d.changes.append((devices[i], home.relation[i], None, _level_text(types[i], levels[i])))
+        for i, pid in enumerate(persons):
             where = "home" if present[i] else "away"
-            d.say("person_state", person=pid, where=where)
-            d.note(pid, "location", None, where)
+            d.say_canon("person_state", pid, where)
+            d.changes.append((pid, "location", None, where))
         for _ in range(params.load // 2):
             _house_rule(d)
-        d.chatter(first=1)
-        return d.freeze(admissible=None, probes=(), event_changes=d.take_changes())
+        d.chatter()
+        return d.freeze(-1)
 
     def transition(
         self, state: SmartHomeState, action: str, rng: Any = None, params: Any = None
@@ -1275,35 +1763,71 @@ class SmartHomeFuncEnv(
         A rejected command spends the move with a reply and leaves the world as it was:
         no events, no probes.
         """
-        d = _Draft(state, state.step + 1)
-        cmd = _parse(state.home, state.rules, action)
-        if not isinstance(cmd, _Command):
-            kind, values = cmd
-            d.say(kind, **values)
-            return d.freeze(admissible=state.admissible, probes=())
-        if not _command(d, cmd):
-            return d.freeze(admissible=state.admissible, probes=())
-        action_changes = d.take_changes()
+        d = _Draft(state)
+        commands = d.home.commands
+        try:
+            cmd = commands[action]
+        except (KeyError, TypeError):  # not seen yet, or not even hashable
+            cmd = _parse(d.home, d.rules, action)
+            if type(cmd) is not _Command:
+                kind, values = cmd
+                d.say_canon(kind, *values)
+                return d.freeze(-1)
+            commands[action] = cmd  # a command that parsed is a string
+        if cmd is _WAIT:  # the most common command, and the simplest
+            d.say("waited")
+        elif not _command(d, cmd):
+            return d.freeze(-1)
+        split = len(d.changes)
         _events(d)
-        event_changes = d.take_changes()
-        d.chatter(first=1)
-        return d.freeze(
-            admissible=None, probes=_probes(d), action_changes=action_changes,
-            event_changes=event_changes,
-        )  # fmt: skip
+        d.chatter()
+        return d.freeze(d.x, split)  # the probes are drawn from here when asked
+
+    # The shell's per-step calls read the state by position: a NamedTuple's attributes
+    # are much slower to read than its items.
 
     def observation(self, state: SmartHomeState, rng: Any = None, params: Any = None) -> str:
         """Return the text of ``state``'s step, one message per line."""
-        return state.text
+        return state[_S_TEXT]
+
+    def reward(
+        self, state: Any, action: str, next_state: SmartHomeState, rng: Any = None,
+        params: Any = None,
+    ) -> int:  # fmt: skip
+        """Return the reward of the step into ``next_state`` (see the module docs)."""
+        return next_state[_S_REWARD]
+
+    def state_info(self, state: SmartHomeState, params: Any = None) -> dict[str, Any]:
+        """Return the agent-visible info: admissible actions, score, max_score, moves."""
+        return {
+            "admissible_actions": list(state[_S_ADMISSIBLE]),
+            "score": state[_S_SCORE],
+            "max_score": state[_S_MAX_SCORE],
+            "moves": state[_S_STEP],
+        }
 
     def truth_info(self, state: SmartHomeState) -> dict[str, Any]:
         """Return the ground-truth ``wm.*`` info of ``state`` (fresh containers)."""
+        # The true facts, sorted: ids sort as blind:* < light:* < person:* < rule:* <
+        # thermostat:home, so the rules' facts go between the people and the thermostat.
+        levels, present, head, thermostat, world = self._world_facts
+        if state.levels is not levels or state.present is not present:
+            head, thermostat = _world_facts(state)
+            world = f"{state.levels!r}, {state.present!r}"
+            self._world_facts = (state.levels, state.present, head, thermostat, world)
+        rules = self._rules
+        if state.rules is not rules.rules:
+            rules.update(state.rules, state.home)
+        tasks, tasks_text = self._tasks_text
+        if state.tasks is not tasks:
+            tasks_text = repr(state.tasks)
+            self._tasks_text = (state.tasks, tasks_text)
         return {
-            "wm.state": _true_facts(state),
+            "wm.state": [*head, *rules.facts, thermostat],
             "wm.delta": delta_info(state.action_delta, state.event_delta),
-            "wm.probes": list(state.probes),
-            "wm.state_hash": state_hash(state),
-            "wm.mentioned": sorted(state.mentioned),
+            "wm.probes": list(_probes(state)),
+            "wm.state_hash": _state_hash(state.seed, state.step, world, tasks_text, rules.digest),
+            "wm.mentioned": sorted(set(state.mentioned)),
         }
 
     @staticmethod
@@ -1318,22 +1842,21 @@ class SmartHomeFuncEnv(
         return list(state.admissible)
 
 
-def _true_facts(state: SmartHomeState) -> list[Fact]:
-    """Return the true state of ``state`` as a sorted list of facts."""
-    home = state.home
+def _world_facts(state: SmartHomeState) -> tuple[tuple[Fact, ...], Fact]:
+    """Return the facts of the lights, blinds and people, sorted, and the thermostat's."""
+    home, levels = state.home, state.levels
+    cache = home.facts
     out = []
-    # Ids sort as blind:* < light:* < person:* < rule:* < thermostat:home.
-    thermostat = len(home.devices) - 1
-    for i in range(thermostat):
-        out.append(
-            Fact(home.devices[i], home.relation[i], _level_text(home.types[i], state.levels[i]))
-        )
-    for pid, here in zip(home.persons, state.present, strict=True):
-        out.append(Fact(pid, "location", "home" if here else "away"))
-    rules = state.rules
-    out.extend(chain.from_iterable([rules[i].facts for i in state.rule_order]))
-    out.append(Fact(home.devices[thermostat], "target", str(state.levels[thermostat])))
-    return out
+    for i in home.device_ids:
+        key = (i << 7) | levels[i]  # levels are below 128
+        fact = cache.get(key)
+        if fact is None:
+            text = _level_text(home.types[i], levels[i])
+            fact = cache[key] = _tuple(Fact, (home.devices[i], home.relation[i], text))
+        out.append(fact)
+    thermostat = out.pop()  # the thermostat is the last device
+    out += [pair[here] for pair, here in zip(home.locations, state.present, strict=True)]
+    return tuple(out), thermostat
 
 
 def _sample(rng: StepRng, pool: tuple[str, ...], k: int) -> list[str]:
@@ -1346,113 +1869,137 @@ def _sample(rng: StepRng, pool: tuple[str, ...], k: int) -> list[str]:
 
 def _command(d: _Draft, cmd: _Command) -> bool:
     """Apply the agent's parsed command to the draft; return False if rejected."""
-    home = d.home
-    if cmd.verb == "wait":
+    verb, device, op, value, person, on, delay, i = cmd
+    if verb == "wait":  # (a parse of "wait" is _WAIT, seen by transition)
         d.say("waited")
         return True
-    if cmd.verb == "cancel":
-        rule = d.rules[cmd.rule]
-        if cmd.rule not in d.pending:
-            d.say("rule_over", rule=rule.id)
+    if verb == "cancel":
+        if i >= len(d.rules):  # parsed on a branch of the episode with more rules
+            d.say_canon("unknown_rule", f"rule:r{i + 1}")
             return False
-        d.say("rule_cancelled", rule=rule.id)
-        d.put_rule(cmd.rule, rule._replace(status="cancelled", status_at=d.step, due=-1))
-        task = next((t for t in d.tasks if t.kind == "cancel" and t.rule == cmd.rule), None)
-        d.reward += 1 if task else -1
-        if task:
-            d.close_task(task)
+        rid = d.rules[i].id
+        if i not in d.pending:
+            d.say_canon("rule_over", rid)
+            return False
+        d.say("rule_cancelled", ("R" + rid[6:],), (rid,))
+        d.set_status(i, "cancelled", -1)
+        for task in d.tasks:
+            if task[_T_KIND] == "cancel" and task[_T_RULE] == i:
+                d.reward += 1
+                d.close_task(task)
+                break
+        else:
+            d.reward -= 1
         return True
-    if cmd.verb == "schedule":
-        if d.rule_on(cmd.person, cmd.device):
-            d.say("rule_clash", device=home.devices[cmd.device])
+    home = d.home
+    if verb == "schedule":
+        if d.rule_on(person, device):
+            d.say_canon("rule_clash", home.devices[device])
             return False
-        rule = d.new_rule(cmd, "agent")
+        rule = d.new_rule(device, person, on, delay, op, value, "agent")
         d.announce_rule(rule)
         # One try per instruction: the open future instruction on this device is
         # carried out (+1) or misread (-1); a rule nobody asked for costs -1.
-        task = next(
-            (t for t in d.tasks if t.kind not in ("now", "cancel") and t.device == cmd.device), None
-        )
-        if task is not None:
-            right = (task.op, task.value, task.person, task.delay) == (
-                cmd.op,
-                cmd.value,
-                cmd.person,
-                cmd.delay,
-            )
-            d.reward += 1 if right and (task.person < 0 or task.on == cmd.on) else -1
-            d.close_task(task)
+        for task in d.tasks:
+            kind = task[_T_KIND]
+            if task[_T_DEVICE] == device and kind != "now" and kind != "cancel":
+                right = (task[_T_OP], task[_T_VALUE], task[_T_PERSON], task[_T_DELAY]) == (
+                    op,
+                    value,
+                    person,
+                    delay,
+                )
+                d.reward += 1 if right and (task[_T_PERSON] < 0 or task[_T_ON] == on) else -1
+                d.close_task(task)
+                break
         else:
             d.reward -= 1
         return True
     # set / adjust now
-    device, dtype = cmd.device, home.types[cmd.device]
+    dtype = home.types[device]
     before = d.levels[device]
-    level = _apply(cmd.op, cmd.value, before, dtype)
-    task = next((t for t in d.tasks if t.kind == "now" and t.device == device), None)
-    if task is not None:
-        d.reward += 1 if level == _apply(task.op, task.value, before, dtype) else -1
-        d.close_task(task)
-    elif level != before:
-        d.reward -= 1  # nobody asked for this change (or not yet: a condition applied now)
-    d.set_level(device, level, relative=cmd.op == "adjust")
-    d.state_line(device, "done")
+    level = _apply(op, value, before, dtype)
+    for task in d.tasks:
+        if task[_T_DEVICE] == device and task[_T_KIND] == "now":
+            wanted = _apply(task[_T_OP], task[_T_VALUE], before, dtype)
+            d.reward += 1 if level == wanted else -1
+            d.close_task(task)
+            break
+    else:
+        if level != before:
+            d.reward -= 1  # nobody asked for this change (or not yet: a condition applied now)
+    d.set_level(device, level, relative=op == "adjust")
+    d.state_line(device, _DONE)
     return True
 
 
 def _events(d: _Draft) -> None:
     """Timers and waiting rules due now; comings and goings; the household; the user."""
-    rng, step, home = d.rng, d.step, d.home
-    if 0 <= d.state.next_due <= step:
-        for i in tuple(d.pending):
-            if d.rules[i].due == step:
+    step = d.step
+    if 0 <= d.next_due <= step:
+        for i in d.pending:  # the tuple as it was: firing replaces d.pending
+            if d.rules[i][_R_DUE] == step:
                 d.fire(i)
-    # One 48-bit draw makes the step's five independent rolls (9 bits each).
-    bits = rng.bits()
-    if bits & 511 < P_MOVE * 512:
-        p = rng.below(len(home.persons))
-        arrive = not d.present[p]
-        on = "arrive" if arrive else "leave"
-        d.set_present(p, arrive)
-        d.say("arrive" if arrive else "leave", person=home.persons[p])
-        for i in tuple(d.pending):
-            rule = d.rules[i]
-            if rule.trigger == p and rule.on == on and rule.status == "armed":
-                if rule.delay:
-                    d.describe_rule("rule_waiting", rule)
-                    d.put_rule(
-                        i, rule._replace(status="waiting", status_at=step, due=step + rule.delay)
-                    )
-                else:
-                    d.fire(i)
-        for task in d.tasks:  # the condition came true before the agent set it up
-            if task.person == p and task.on == on:
-                d.close_task(task)
-    if (bits >> 9) & 511 < P_MANUAL * 512:
-        owners = [i for i, here in enumerate(d.present) if here]
-        free = [i for i in range(len(home.devices)) if not any(t.device == i for t in d.tasks)]
-        if owners and free:
-            device = rng.choice(free)
-            dtype = home.types[device]
-            level = _random_level(rng, dtype, d.levels[device])
-            d.set_level(device, level, relative=False)
-            d.state_line(device, "manual", owner=home.persons[rng.choice(owners)])
-    if (bits >> 18) & 511 < P_HOUSE_RULE * 512:
+    # One 48-bit draw (StepRng.bits) makes the step's five independent rolls (9 bits each).
+    d.x = x = (d.x * 0x5DEECE66D + 11) & _M48
+    bits = x ^ (x >> 24) ^ ((x * 0x9E3779B1) & _M48)
+    if bits & _MOVE_MASK < _MOVE_BOUND:
+        _move(d)
+    if bits & _MANUAL_MASK < _MANUAL_BOUND:
+        _by_hand(d)
+    if bits & _HOUSE_RULE_MASK < _HOUSE_RULE_BOUND:
         _house_rule(d)
-    if (bits >> 27) & 511 < P_HOUSE_CANCEL * 512:
-        asked = {t.rule for t in d.tasks if t.kind == "cancel"}
-        mine = [i for i in d.pending if d.rules[i].owner == "house" and i not in asked]
-        if mine:
-            i = rng.choice(mine)
-            rule = d.rules[i]
-            owner = home.persons[rng.below(len(home.persons))]
-            d.describe_rule("house_cancel", rule, owner=owner)
-            d.put_rule(i, rule._replace(status="cancelled", status_at=step, due=-1))
-    if (bits >> 36) & 511 < P_INSTRUCT * 512:
+    if bits & _HOUSE_CANCEL_MASK < _HOUSE_CANCEL_BOUND:
+        _house_cancel(d)
+    if bits & _INSTRUCT_MASK < _INSTRUCT_BOUND:
         _instruct(d)
 
 
-def _random_level(rng: StepRng, dtype: int, avoid: int) -> int:
+def _move(d: _Draft) -> None:
+    """Someone comes home or goes out; rules waiting for it trigger."""
+    home, step = d.home, d.step
+    p = d.below(len(home.persons))
+    arrive = not d.present[p]
+    on = "arrive" if arrive else "leave"
+    d.set_present(p, arrive)
+    d.say(on, (home.titles[p],), (home.persons[p],))
+    for i in d.pending:
+        rule = d.rules[i]
+        if rule.trigger == p and rule.on == on and rule.status == "armed":
+            if rule.delay:
+                d.describe_rule("rule_waiting", rule)
+                d.set_status(i, "waiting", step + rule.delay)
+            else:
+                d.fire(i)
+    for task in d.tasks:  # the condition came true before the agent set it up
+        if task.person == p and task.on == on:
+            d.close_task(task)
+
+
+def _by_hand(d: _Draft) -> None:
+    """Someone at home changes a device no instruction is about."""
+    owners = [i for i, here in enumerate(d.present) if here]
+    free = d.free_devices()
+    if owners and free:
+        device = d.choice(free)
+        level = _random_level(d, d.home.types[device], d.levels[device])
+        d.set_level(device, level, relative=False)
+        d.state_line(device, _BY_HAND, owner=d.choice(owners))
+
+
+def _house_cancel(d: _Draft) -> None:
+    """The household cancels one of its pending rules nobody asked to cancel."""
+    asked = {t.rule for t in d.tasks if t.kind == "cancel"}
+    rules = d.rules
+    mine = [i for i in d.pending if rules[i].owner == "house" and i not in asked]
+    if mine:
+        i = d.choice(mine)
+        owner = d.below(len(d.home.persons))
+        d.describe_rule("house_cancel", rules[i], owner=owner)
+        d.set_status(i, "cancelled", -1)
+
+
+def _random_level(rng: _Lcg | StepRng, dtype: int, avoid: int) -> int:
     if dtype == BLIND:
         return 1 - avoid
     while True:
@@ -1461,19 +2008,23 @@ def _random_level(rng: StepRng, dtype: int, avoid: int) -> int:
             return level
 
 
-def _random_change(rng: StepRng, dtype: int, level: int, now: bool) -> tuple[str, str, int]:
+_PHRASES = ("set", "set", "up", "down", "nudge_up", "nudge_down")
+
+
+def _random_change(rng: _Lcg, dtype: int, level: int, now: bool) -> tuple[str, str, int]:
     """Pick ``(phrase, op, value)``; a change made now stays inside the device's range."""
     if dtype == BLIND:
         return "set", "set", (1 - level if now else rng.below(2))
     low, high = HEAT_RANGE if dtype == HEAT else LIGHT_RANGE
     unit = 1 if dtype == HEAT else 10
     for _ in range(8):
-        phrase = rng.choice(("set", "set", "up", "down", "nudge_up", "nudge_down"))
+        rng.x = x = (rng.x * 0x5DEECE66D + 11) & _M48  # rng.choice(_PHRASES), inlined
+        phrase = _PHRASES[((x >> 16) * len(_PHRASES)) >> 32]
         if phrase == "set":
             value = _random_level(rng, dtype, level)
             return phrase, "set", value
-        size = unit if phrase.startswith("nudge") else unit * (1 + rng.below(4))
-        value = size if phrase.endswith("up") else -size
+        size = unit if phrase[0] == "n" else unit * (1 + rng.below(4))  # a nudge: one unit
+        value = size if phrase[-1] == "p" else -size  # up or down
         if not now or low <= level + value <= high:
             return phrase, "adjust", value
     return "set", "set", _random_level(rng, dtype, level)
@@ -1481,112 +2032,123 @@ def _random_change(rng: StepRng, dtype: int, level: int, now: bool) -> tuple[str
 
 def _instruct(d: _Draft) -> None:
     """The user gives an instruction: a new open task, worded as a message."""
-    rng, home = d.rng, d.home
-    roll = rng.below(100)
-    for kind, weight in INSTRUCTION_WEIGHTS:  # noqa: B007  (the loop picks ``kind``)
-        if roll < weight:
-            break
-        roll -= weight
+    home = d.home
+    # The draws of the common path are inlined (``_Lcg.below`` and ``_Lcg.choice``).
+    d.x = x = (d.x * 0x5DEECE66D + 11) & _M48
+    kind = _KIND_BY_ROLL[((x >> 16) * 100) >> 32]
     if kind == "cancel":
         asked = {t.rule for t in d.tasks if t.kind == "cancel"}
         open_rules = [i for i in d.pending if i not in asked]
         if open_rules:
-            i = rng.choice(open_rules)
+            i = d.choice(open_rules)
             rule = d.rules[i]
-            d.add_task(Task("cancel", rule.device, "", 0, -1, "", 0, i, d.step))
-            device = home.devices[rule.device]
-            if rng.random() >= d.params.indirection:
-                d.say("ask_cancel", rule=rule.id)
+            d.add_task("cancel", rule.device, "", 0, -1, "", 0, i)
+            device, word = home.devices[rule.device], home.words[rule.device]
+            if d.draw() >= home.indirection_x:
+                d.say("ask_cancel", (_rule_name(i).text,), (rule.id,))
             elif rule.trigger >= 0:
-                d.say("ask_cancel_desc", device=device, person=home.persons[rule.trigger])
+                person = home.titles[rule.trigger]
+                d.say("ask_cancel_desc", (word, person), (device, home.persons[rule.trigger]))
             else:
-                d.say("ask_cancel_timer_desc", device=device, clock="clock")
+                d.say("ask_cancel_timer_desc", (word, "timer"), (device,))
             return
         kind = "now"
-    busy = {t.device for t in d.tasks}
-    free = [i for i in range(len(home.devices)) if i not in busy]
+    free = d.free_devices()
     if not free:
         return
-    device = rng.choice(free)
+    d.x = x = (d.x * 0x5DEECE66D + 11) & _M48
+    device = free[((x >> 16) * len(free)) >> 32]
     dtype = home.types[device]
     person, on, delay = -1, "time", 0
-    if kind in ("when", "nested"):
-        person = rng.below(len(home.persons))
+    if kind == "when" or kind == "nested":
+        d.x = x = (x * 0x5DEECE66D + 11) & _M48
+        person = ((x >> 16) * len(home.persons)) >> 32
         on = "leave" if d.present[person] else "arrive"
-    if kind in ("timer", "nested"):
-        delay = rng.choice(DELAYS)
+    if kind == "timer" or kind == "nested":
+        d.x = x = (d.x * 0x5DEECE66D + 11) & _M48
+        delay = DELAYS[((x >> 16) * len(DELAYS)) >> 32]
     if kind != "now" and d.rule_on(person, device):
         return  # the pending rule there must stay the only one for its description
-    phrase, op, value = _random_change(rng, dtype, d.levels[device], now=kind == "now")
-    d.add_task(Task(kind, device, op, value, person, on, delay, -1, d.step))
-    values = {"device": home.devices[device]}
+    phrase, op, value = _random_change(d, dtype, d.levels[device], now=kind == "now")
+    d.add_task(kind, device, op, value, person, on, delay, -1)
+    # The texts in _ASK_ORDER: person, on, minutes, device, then setting or amount.
     if phrase == "set":
-        values["setting"] = _level_text(dtype, value)
-    elif not phrase.startswith("nudge"):
-        values["amount"] = str(abs(value))
-    if person >= 0:
-        values.update(person=home.persons[person], on=on)
+        texts: tuple[str, ...] = (home.words[device], _level_text(dtype, value))
+    elif phrase[0] == "n":  # a nudge names no amount
+        texts = (home.words[device],)
+    else:
+        texts = (home.words[device], str(abs(value)))
     if delay:
-        values["minutes"] = str(delay)
-    d.say(f"ask_{kind}_{phrase}", **values)
+        texts = (str(delay), *texts)
+    if person >= 0:
+        on_text = "gets home" if on == "arrive" else "leaves"
+        texts = (home.titles[person], on_text, *texts)
+        entities: tuple[str, ...] = (home.devices[device], home.persons[person])
+    else:
+        entities = (home.devices[device],)
+    d.say(_ASK_KINDS[kind][phrase], texts, entities)
 
 
 def _house_rule(d: _Draft) -> None:
     """Someone in the household sets up a rule of their own (never on a busy device)."""
-    rng, home = d.rng, d.home
+    home = d.home
     busy = {t.device for t in d.tasks}
-    device = rng.below(len(home.devices))
-    person = rng.below(len(home.persons)) if rng.random() < 0.6 else -1
+    device = d.below(len(home.devices))
+    person = d.below(len(home.persons)) if d.random() < 0.6 else -1
     if device in busy or d.rule_on(person, device):
         return
-    dtype = home.types[device]
-    _, op, value = _random_change(rng, dtype, d.levels[device], now=False)
+    _, op, value = _random_change(d, home.types[device], d.levels[device], now=False)
     if person >= 0:
         on = "leave" if d.present[person] else "arrive"
-        delay = rng.choice(DELAYS) if rng.random() < 0.3 else 0
+        delay = d.choice(DELAYS) if d.random() < 0.3 else 0
     else:
-        on, delay = "time", rng.choice(DELAYS)
-    cmd = _Command("schedule", device, op, value, person, on, delay)
-    rule = d.new_rule(cmd, "house")
-    d.announce_rule(rule, owner=home.persons[rng.below(len(home.persons))])
+        on, delay = "time", d.choice(DELAYS)
+    rule = d.new_rule(device, person, on, delay, op, value, "house")
+    d.announce_rule(rule, owner=d.below(len(home.persons)))
 
 
-def _probes(d: _Draft) -> tuple[Probe, ...]:
-    """Questions due now about mentioned entities, old and recent alike."""
-    rng, home = d.rng, d.home
-    if rng.random() >= d.params.probe_rate:
+def _probes(state: SmartHomeState) -> tuple[Probe, ...]:
+    """Questions due at ``state``'s step about mentioned entities, old and recent alike.
+
+    Drawn from where the step's generator stood after its text (``probe_x``).
+    """
+    x = state.probe_x
+    if x < 0:
         return ()
+    x = (x * 0x5DEECE66D + 11) & _M48  # the first draw, inlined: usually the only one
+    if x * _UNIT >= state.params.probe_rate:
+        return ()
+    rng = _Lcg(x)
+    home, rules, relative = state.home, state.rules, state.relative
     probes: dict[tuple[str, str], Probe] = {}
     for _ in range(1 + (rng.random() < 0.5) + (rng.random() < 0.25)):
         roll = rng.below(3)
-        rules = d.rules
         if roll == 2 and rules:
             # Breakage: what a rule does, stated once when it was made.
             rule = rules[rng.below(len(rules))]
-            fact = rule.facts[rng.choice((1, 2, 5))]  # device, effect, trigger
+            fact = _rule_facts_of(rule, home)[rng.choice((1, 2, 5))]  # device, effect, trigger
             probe = Probe(rule.id, fact.relation, fact.object, rule.created, "breakage")
-        elif roll == 1 and (d.relative or rules):
+        elif roll == 1 and (relative or rules):
             # Confusion: a level after an increment, or whether a rule is still pending.
-            if d.relative and (not rules or rng.random() < 0.5):
-                device = rng.choice(sorted(d.relative))
-                probe = _level_probe(d, device, "confusion")
+            if relative and (not rules or rng.random() < 0.5):
+                probe = _level_probe(state, rng.choice(sorted(relative)), "confusion")
             else:
                 rule = rules[rng.below(len(rules))]
                 probe = Probe(rule.id, "status", rule.status, rule.status_at, "confusion")
         elif rng.random() < 0.75:
-            probe = _level_probe(d, rng.below(len(home.devices)), "drift")
+            probe = _level_probe(state, rng.below(len(home.devices)), "drift")
         else:
             p = rng.below(len(home.persons))
-            where = "home" if d.present[p] else "away"
-            probe = Probe(home.persons[p], "location", where, d.present_at[p], "drift")
+            where = "home" if state.present[p] else "away"
+            probe = Probe(home.persons[p], "location", where, state.present_at[p], "drift")
         probes.setdefault((probe.subject, probe.relation), probe)
     return tuple(probes.values())
 
 
-def _level_probe(d: _Draft, device: int, kind: str) -> Probe:
-    home = d.home
-    value = _level_text(home.types[device], d.levels[device])
-    return Probe(home.devices[device], home.relation[device], value, d.level_at[device], kind)
+def _level_probe(state: SmartHomeState, device: int, kind: str) -> Probe:
+    home = state.home
+    value = _level_text(home.types[device], state.levels[device])
+    return Probe(home.devices[device], home.relation[device], value, state.level_at[device], kind)
 
 
 # --- the Gymnasium shell ---------------------------------------------------------------

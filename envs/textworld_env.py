@@ -374,6 +374,21 @@ class TextWorldEnv(gymnasium.Env[str, str]):
         self._frotz.set_state(token.frotz)
         self._turn = token.turn
 
+    def state_hash(self) -> str:
+        """The hash of the current game state (``wm.state_hash``), ground truth on or off.
+
+        16 hex digits over the facts, score and win/loss flags, as the module doc says: a
+        planner's transposition key that reads no ground truth.
+
+        Raises:
+            RuntimeError: before :meth:`reset`.
+        """
+        turn = self._turn
+        if turn is None:
+            raise RuntimeError("call reset() before state_hash()")
+        tail = f"{turn.score}/{turn.won}/{turn.lost}".encode()
+        return hashlib.blake2b(turn.node.digest + tail, digest_size=8).hexdigest()
+
     # -- internals --
 
     def _node(self, props: frozenset[Proposition]) -> _Node:

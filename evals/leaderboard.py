@@ -56,7 +56,9 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[Summary]:
         One :class:`Summary` per group, sorted by env, horizon, then agent, with keys
         ``env, horizon, agent, oracle, seeds``, :class:`~wmkit.evals.stats.Aggregate`
         values ``drift`` (episode mean drift), ``drift_at_<h>``, ``drift_slope``,
-        ``breakage`` (per-seed share of probes answered wrong) and ``score``, plus
+        ``breakage`` (per-seed share of probes answered wrong), ``stale_use`` (per-seed
+        share of answers and decisions relying on a released or superseded fact; rows
+        written before it existed are left out) and ``score``, plus
         pooled ``breakage_by_chain`` and ``half_life``, and ``failed``: how many
         episodes failed (a crashed or hung emulator); only finished episodes count
         in the aggregates, and ``seeds`` lists those.
@@ -78,6 +80,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[Summary]:
             drift=aggregate([[r["drift"]["mean"] for r in members]]),
             drift_slope=aggregate([[r["drift"].get("slope", math.nan) for r in members]]),
             score=aggregate([[r["score"] for r in members]]),
+            stale_use=aggregate([[r["stale_use"] for r in members if "stale_use" in r]]),
         )
         for key in members[0]["drift"] if members else ():
             if key.startswith("at_"):
@@ -109,6 +112,8 @@ def render_markdown(summaries: Sequence[Summary]) -> str:
         "Drift = 1 - F1(tracked facts, true facts of entities mentioned so far), mean over "
         "steps. Breakage = share of probes answered wrong from the tracked state; half-life "
         "= shortest chain length (steps back to the anchor) whose breakage is >= 50%. "
+        "Stale use = share of answers and decisions relying on a released or superseded "
+        "fact (wmkit.evals.metrics). "
         "Values are IQM over seeds with 95% stratified-bootstrap CIs. "
         f"{ORACLE_MARK} reads ground truth: an upper bound, not a competitor."
     )
@@ -123,7 +128,8 @@ def render_markdown(summaries: Sequence[Summary]) -> str:
         lines += ["", f"## {env}", ""]
         header = ["horizon", "agent", "seeds", "drift [95% CI]"]
         header += [f"drift@{k.rsplit('_', 1)[1]}" for k in horizons]
-        header += ["slope /100 steps", "breakage [95% CI]", "half-life", "score"]
+        header += ["slope /100 steps", "breakage [95% CI]", "half-life", "stale use [95% CI]"]
+        header += ["score"]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for s in cells:
             name = f"{s['agent']} {ORACLE_MARK}" if s["oracle"] else s["agent"]
@@ -131,7 +137,8 @@ def render_markdown(summaries: Sequence[Summary]) -> str:
             row = [str(s["horizon"]), name, seeds, _fmt(s["drift"], ci=True)]
             row += [_fmt(s[k]) if k in s else "–" for k in horizons]
             half = "∞" if math.isinf(s["half_life"]) else f"{s['half_life']:.0f}"
-            row += [_fmt(s["drift_slope"]), _fmt(s["breakage"], ci=True), half, _fmt(s["score"])]
+            row += [_fmt(s["drift_slope"]), _fmt(s["breakage"], ci=True), half]
+            row += [_fmt(s["stale_use"], ci=True), _fmt(s["score"])]
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 

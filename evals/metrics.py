@@ -1,27 +1,50 @@
-"""Metric definitions (ARCHITECTURE §4, evals): state drift and chain breakage.
+"""Metric definitions (ARCHITECTURE §4, evals): state drift, chain breakage, stale use.
 
 These functions are the contract: leaderboards, tests and later suites all call them.
+
+Stale use is the share of an episode's decisions and answers that rely on a released or
+superseded fact, judged from ground truth alone (never from what the agent says about
+itself). :class:`TruthHistory` records, per ``(subject, relation)`` slot of the true
+state, the objects it holds at the current step and every object it held at any step
+so far. A tracked value is *stale* when the slot held it at an earlier step but does
+not hold it now: it was superseded (the slot has another value) or released (the slot
+is gone). Then, per episode:
+
+- an *answer* is a due probe (every kind), answered from the tracked state at its
+  step; it is a *stale answer* when that answer is stale (a wrong answer that was
+  never true, or no answer, is wrong but not stale);
+- a *decision* is a command the agent sends; it is a *stale decision* when the env
+  penalised it (reward < 0) and the tracked state it was chosen from held a stale
+  value about an entity the command names (:func:`names_entity`). Reliance is read
+  off the reward and the named entity because the runner cannot see inside a policy;
+  a stale fact about another entity (Booking's trip class behind a flight booking)
+  is not counted, so this undercounts rather than overcounts;
+- ``stale use = (stale answers + stale decisions) / (answers + decisions)``.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from wmkit.world.types import WorldState
+from wmkit.world.types import Fact, WorldState
 
 __all__ = [
     "BREAKAGE_BINS",
     "DRIFT_HORIZONS",
     "ProbeOutcome",
+    "StaleCounts",
+    "TruthHistory",
     "breakage_by_chain",
     "breakage_half_life",
     "drift",
     "drift_summary",
     "f1",
+    "names_entity",
 ]
 
 DRIFT_HORIZONS = (10, 50, 100, 200, 500)
@@ -117,3 +140,72 @@ def breakage_half_life(outcomes: Sequence[ProbeOutcome]) -> float:
         if share >= 0.5:
             return float(lo)
     return float("inf")
+
+
+class TruthHistory:
+    """What each ``(subject, relation)`` slot of the true state holds now and held before.
+
+    Call :meth:`observe` with the true state at every step, in order; then
+    :meth:`is_stale` says whether a value was true at an earlier step and is not now.
+    A step costs a set difference with the previous state plus O(facts added).
+    """
+
+    __slots__ = ("_ever", "_now")
+
+    def __init__(self) -> None:
+        self._now: frozenset[Fact] = frozenset()
+        self._ever: dict[tuple[str, str], set[str]] = {}
+
+    def observe(self, truth: WorldState | Iterable[Fact]) -> None:
+        """Take in the true state of the next step."""
+        facts = truth.facts if isinstance(truth, WorldState) else WorldState(truth).facts
+        ever = self._ever
+        for subject, relation, obj in facts - self._now:
+            ever.setdefault((subject, relation), set()).add(obj)
+        self._now = facts
+
+    def is_stale(self, subject: str, relation: str, value: str | None) -> bool:
+        """Whether ``value`` was an object of the slot at an earlier step but is not now."""
+        return (
+            value is not None
+            and (subject, relation, value) not in self._now
+            and value in self._ever.get((subject, relation), ())
+        )
+
+    def stale_facts(self, tracked: WorldState) -> list[Fact]:
+        """Return the tracked facts whose object is stale, sorted."""
+        return sorted(f for f in tracked if self.is_stale(*f))
+
+
+def names_entity(command: str, entity: str) -> bool:
+    """Whether ``command`` names ``entity``: the id's name part is among its words.
+
+    The name part is what follows the kind (``hotel:azure`` -> ``azure``, ``flight:tp123``
+    -> ``tp123``); it must appear as whole, consecutive words, case ignored.
+    """
+    name = entity.split(":", 1)[-1].lower().split()
+    words = command.lower().split()
+    n = len(name)
+    return n > 0 and any(words[i : i + n] == name for i in range(len(words) - n + 1))
+
+
+class StaleCounts(NamedTuple):
+    """One episode's stale-use counts (see the module docstring).
+
+    Attributes:
+        answers: probes answered.
+        stale_answers: probes answered with a stale value.
+        decisions: commands sent.
+        stale_decisions: penalised commands about an entity with a stale tracked value.
+    """
+
+    answers: int = 0
+    stale_answers: int = 0
+    decisions: int = 0
+    stale_decisions: int = 0
+
+    @property
+    def share(self) -> float:
+        """Stale use: stale answers and decisions over all of them (NaN when none)."""
+        total = self.answers + self.decisions
+        return (self.stale_answers + self.stale_decisions) / total if total else float("nan")

@@ -2,6 +2,12 @@
 
 Library code takes the validated :class:`EvalConfig`, never a Hydra ``DictConfig``.
 A run is resumable: episodes already in ``results.jsonl`` are skipped.
+
+An agent whose tracker takes a ``memory`` argument (governed memory, seed 002) gets a
+fresh :class:`~wmkit.memory.StateManager` for each episode, from the ``memory`` config
+(:class:`MemorySpec`): by default a SQLite file under the run folder
+(``memory/<env>__h<horizon>__<agent>__s<seed>.db``), or a PostgreSQL schema of its own.
+A policy that takes an ``env`` argument (the search policies) gets the episode's live env.
 """
 
 from __future__ import annotations
@@ -9,11 +15,13 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
+import sqlalchemy as sa
 from hydra.utils import get_class, instantiate
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -22,8 +30,17 @@ from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated
 from wmkit.evals.leaderboard import write_leaderboard
 from wmkit.evals.results import ResultsFile, episode_key
 from wmkit.evals.runner import make_env, run_episode
+from wmkit.memory import StateManager
 
-__all__ = ["AgentSpec", "EnvSpec", "EvalConfig", "run_suite"]
+__all__ = [
+    "AgentSpec",
+    "EnvSpec",
+    "EvalConfig",
+    "MemorySpec",
+    "build_agent",
+    "fingerprint",
+    "run_suite",
+]
 
 TARGET_PREFIX = "wmkit."
 
@@ -63,6 +80,32 @@ class AgentSpec(_Strict):
         return node
 
 
+class MemorySpec(_Strict):
+    """Where governed memory lives (the Hydra group ``memory``): one store per episode.
+
+    Attributes:
+        backend: ``sqlite`` (a file per episode under ``<run folder>/<dir>``) or
+            ``postgres`` (a schema per episode in the database at ``url``).
+        dir: SQLite: the folder under the run folder.
+        url: PostgreSQL: a SQLAlchemy URL (``postgresql+psycopg://user@host/db``).
+        keep: keep each episode's store afterwards (the audit trail), or delete it.
+    """
+
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    dir: str = Field(default="memory", min_length=1)
+    url: str | None = None
+    keep: bool = True
+
+    @model_validator(mode="after")
+    def _postgres_needs_url(self) -> MemorySpec:
+        if self.backend == "postgres" and not self.url:
+            raise ValueError(
+                "memory=postgres needs a database URL: set WMKIT_POSTGRES_URL or "
+                "memory.url=postgresql+psycopg://user@host/db"
+            )
+        return self
+
+
 class EvalConfig(_Strict):
     """The validated configuration of one ``wmkit-eval`` run."""
 
@@ -70,22 +113,90 @@ class EvalConfig(_Strict):
     agents: dict[str, AgentSpec] = Field(min_length=1)
     horizons: list[int] = Field(min_length=1)
     seeds: list[int] = Field(min_length=1)
+    memory: MemorySpec = Field(default_factory=MemorySpec)
     resume: bool = True
     progress: bool = True
 
 
-def _build_agent(name: str, spec: AgentSpec, env: Any) -> Agent:
+class MemoryPlan(NamedTuple):
+    """The store of one episode: where it is and whether it stays (picklable)."""
+
+    url: str
+    schema: str | None
+    keep: bool
+
+
+def _needs_memory(spec: AgentSpec) -> bool:
+    params = inspect.signature(get_class(spec.tracker["_target_"])).parameters
+    return "memory" in params and "memory" not in spec.tracker
+
+
+def _memory_plan(
+    memory: MemorySpec, out: Path, env: str, horizon: int, agent: str, seed: int
+) -> MemoryPlan:
+    label = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{env}__h{horizon}__{agent}__s{seed}")
+    if memory.backend == "sqlite":
+        return MemoryPlan(str(out / memory.dir / f"{label}.db"), None, memory.keep)
+    # One schema per (run folder, episode): reruns of an episode reuse and wipe it.
+    digest = hashlib.sha256(f"{out.resolve()}|{label}".encode()).hexdigest()[:16]
+    return MemoryPlan(str(memory.url), f"wm_{digest}", memory.keep)
+
+
+def _open_memory(plan: MemoryPlan) -> StateManager:
+    """Open an empty store for one episode, wiping what a killed earlier try left."""
+    if plan.schema is None:
+        path = Path(plan.url)
+        for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            leftover.unlink(missing_ok=True)
+    else:
+        engine = sa.create_engine(plan.url)
+        try:
+            with engine.begin() as conn:
+                conn.execute(sa.schema.DropSchema(plan.schema, cascade=True, if_exists=True))
+        finally:
+            engine.dispose()
+    return StateManager.open(plan.url, schema=plan.schema)
+
+
+def _close_memory(memory: StateManager, plan: MemoryPlan) -> None:
+    if not plan.keep and plan.schema is not None:
+        memory.store.drop()
+    memory.close()
+    if not plan.keep and plan.schema is None:
+        for path in (plan.url, f"{plan.url}-wal", f"{plan.url}-shm"):
+            Path(path).unlink(missing_ok=True)
+
+
+def build_agent(name: str, spec: AgentSpec, env: Any, memory: StateManager | None = None) -> Agent:
+    """Build agent ``name`` from its spec for ``env``.
+
+    What the config cannot hold comes from the episode: the env's ``reader`` goes to a
+    tracker that takes one (optional readers only when the env has one), ``memory`` to
+    a tracker that takes a store, and the live env to a policy that takes ``env``.
+
+    Raises:
+        ValueError: the tracker requires a reader or a store that is not there.
+    """
     tracker_node = dict(spec.tracker)
     params = inspect.signature(get_class(tracker_node["_target_"])).parameters
     if "reader" in params and "reader" not in tracker_node:
         reader = getattr(env.unwrapped, "reader", None)
-        if reader is None:
+        if reader is not None:
+            tracker_node["reader"] = reader
+        elif params["reader"].default is inspect.Parameter.empty:
             raise ValueError(f"agent {name!r}: its tracker needs a reader and the env has none")
-        tracker_node["reader"] = reader
+    if "memory" in params and "memory" not in tracker_node:
+        if memory is None:
+            raise ValueError(f"agent {name!r}: its tracker needs a memory store and none was given")
+        tracker_node["memory"] = memory
+    policy_node = dict(spec.policy)
+    # Search policies simulate with the live env (env_snapshot): they get it like a reader.
+    if "env" in inspect.signature(get_class(policy_node["_target_"])).parameters:
+        policy_node.setdefault("env", env)
     return Agent(
         name=name,
         tracker=instantiate(tracker_node),
-        policy=instantiate(dict(spec.policy)),
+        policy=instantiate(policy_node),
         oracle=spec.oracle,
     )
 
@@ -98,19 +209,27 @@ def _episode(
     agent_spec: AgentSpec,
     seed: int,
     heartbeat: bool = False,
+    memory_plan: MemoryPlan | None = None,
 ) -> tuple[dict[str, Any], bool]:
-    """Build the env and agent and play one episode; runs in a worker when isolated."""
+    """Build the env and agent and play one episode; runs in a worker when isolated.
+
+    With a ``memory_plan`` the episode gets a fresh store there, closed afterwards.
+    """
     env = make_env(env_id, horizon, env_kwargs)
     if heartbeat:
         env = Heartbeat(env)
+    memory = None if memory_plan is None else _open_memory(memory_plan)
     try:
-        agent = _build_agent(agent_name, agent_spec, env)
+        agent = build_agent(agent_name, agent_spec, env, memory)
         return run_episode(env, agent, seed), agent.oracle
     finally:
         env.close()
+        if memory is not None:
+            _close_memory(memory, memory_plan)
 
 
-def _fingerprint(*specs: BaseModel) -> str:
+def fingerprint(*specs: BaseModel) -> str:
+    """A short hash of the specs: a resumed run refuses rows made with other settings."""
     text = json.dumps([s.model_dump(mode="json") for s in specs], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -136,7 +255,7 @@ def run_suite(
     if config.resume:
         done = {episode_key(r): r["spec"] for r in results.rows()}
     specs = {
-        (env_name, agent_name): _fingerprint(env_spec, agent_spec)
+        (env_name, agent_name): fingerprint(env_spec, agent_spec)
         for env_name, env_spec in config.envs.items()
         for agent_name, agent_spec in config.agents.items()
     }
@@ -170,19 +289,24 @@ def run_suite(
             spec = config.envs[env_name]
             agent_spec = config.agents[agent_name]
             args = (spec.id, horizon, spec.kwargs, agent_name, agent_spec, seed)
+            plan_memory = (
+                _memory_plan(config.memory, out, env_name, horizon, agent_name, seed)
+                if _needs_memory(agent_spec)
+                else None
+            )
             row: dict[str, Any]
             if spec.isolate:
                 label = str(spec.kwargs.get("game", spec.id))
                 try:
                     row, oracle = run_isolated(
-                        _episode, *args, True,
+                        _episode, *args, True, plan_memory,
                         label=label, heartbeat_timeout=spec.heartbeat_timeout,
                     )  # fmt: skip
                 except EpisodeFailed as err:
                     console.print(f"[red]episode failed[/red] {env_name} seed={seed}: {err}")
                     row, oracle = {"failed": str(err)}, agent_spec.oracle
             else:
-                row, oracle = _episode(*args)
+                row, oracle = _episode(*args, memory_plan=plan_memory)
             row.update(
                 env=env_name,
                 env_id=spec.id,

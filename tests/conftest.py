@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from chat_server import ChatServer
 
 GAMES_DIR_VAR = "WMKIT_GAMES_DIR"
 
@@ -27,3 +29,10 @@ def games_dir() -> Path:
     if not path.is_dir():
         pytest.fail(f"{GAMES_DIR_VAR}={value!r} is not a folder")
     return path
+
+
+@pytest.fixture
+def chat_server() -> Iterator[ChatServer]:
+    """A started local chat-completions server (``chat_server.ChatServer``), closed after."""
+    with ChatServer() as server:
+        yield server

@@ -39,6 +39,7 @@ from family_checks import (
 from gymnasium.utils.env_checker import check_env, data_equivalence
 
 import wmkit.envs  # noqa: F401  (registers wmkit/Booking-v0)
+from wmkit.agents.governed import DictTracker, GovernedTracker
 from wmkit.agents.trackers import ClaimMemory
 from wmkit.envs.booking import (
     _LINE_MAX,
@@ -53,6 +54,7 @@ from wmkit.envs.booking import (
 )
 from wmkit.envs.text import Message, MessageKind
 from wmkit.evals.metrics import drift
+from wmkit.memory import StateManager
 from wmkit.world.types import Claim, Fact, WorldState
 
 REJECTIONS = ("not understood", "not on this trip", "no such offer")
@@ -142,6 +144,8 @@ def test_reset_without_seed_continues_the_rng():
         ({"indirection": -0.1}, ValueError, "indirection"),
         ({"probe_rate": float("nan")}, ValueError, "probe_rate"),
         ({"distractors": 51}, ValueError, "distractors"),
+        ({"expiry_notice": 0}, TypeError, "expiry_notice must be a bool"),
+        ({"expiry_notice": "false"}, TypeError, "expiry_notice must be a bool"),
         ({"ground_truth": "yes"}, TypeError, "ground_truth must be a bool"),
         ({"bogus": 1}, TypeError, "bogus"),
     ],
@@ -214,6 +218,7 @@ SAMPLE = {
     "budget": "8000",
     "before": "10000",
     "nights": "3",
+    "steps": "6",
 }
 LONGEST = dict(
     SAMPLE,
@@ -228,6 +233,7 @@ LONGEST = dict(
     price="99999",
     budget="999999",
     before="999999",
+    steps="100",
 )
 
 
@@ -445,6 +451,72 @@ def test_booking_on_an_expired_quote_costs_and_requotes():
     assert Fact(flight.id, "quote", "valid") in added
     assert Fact(flight.id, "status", "offered") in info["wm.state"]  # not booked
     assert env.step("book " + name(flight.id))[1] == 1  # the fresh quote books
+
+
+def test_a_quote_due_at_a_rejected_step_lapses_at_the_next_step():
+    # The bug: a rejected command runs no events, and the expiry schedule matched only
+    # its exact step, so a quote due then never lapsed. Now it lapses at the next step
+    # whose events run, and that step says so.
+    env = make(ground_truth=True, quote_ttl=3)
+    env.reset(seed=5)
+    item = until(env, lambda s: next((it for it in s.items if it.expires == s.step + 1), None))
+    obs, reward, *_, info = env.step("dance")
+    assert "not understood" in obs and reward == 0
+    assert Fact(item.id, "quote", "valid") in info["wm.state"]  # the world did not move
+    obs, *_, info = env.step("wait")
+    assert Fact(item.id, "quote", "expired") in info["wm.state"]
+    assert Claim(item.id, "quote", "expired") in read(obs)
+    assert Fact(item.id, "quote", "expired") in info["wm.delta"]["event"]["added"]
+    assert all(entry[0] > info["moves"] for entry in env.snapshot().schedule)
+
+
+def test_without_expiry_notices_quotes_state_their_validity_and_lapse_silently():
+    env = make(ground_truth=True, quote_ttl=4, expiry_notice=False)
+    obs, info = env.reset(seed=2)
+    periods = [c for c in read(obs) if c.relation == "valid_for"]
+    assert len(periods) == len(env.snapshot().items)  # one per quote at reset
+    assert "expired" not in obs
+    item = env.snapshot().items[0]
+    (stated,) = [int(c.object) for c in periods if c.subject == item.id]
+    for _ in range(stated - 1):
+        obs, *_, info = env.step("wait")
+    assert Fact(item.id, "quote", "valid") in info["wm.state"]
+    obs, *_, info = env.step("wait")
+    assert Fact(item.id, "quote", "expired") in info["wm.state"]  # on the stated step
+    assert not any(c.subject == item.id for c in read(obs))  # and nothing says so
+    assert "expired" not in obs and "no longer valid" not in obs
+
+
+def test_without_notices_a_ttl_memory_is_exact_and_a_plain_dict_is_not(tmp_path):
+    # The invariant of silent mode: a perfect reader whose memory turns each stated
+    # validity period into a TTL (the governed tracker on real SQLite) reconstructs the
+    # mentioned truth at every step; the same reading in a last-write-wins dict keeps
+    # lapsed quotes "valid". Admissible commands only: a rejected command at a lapse
+    # step delays the world's lapse by a step (no events run), not the memory's.
+    labels = dict(
+        assumptions=["assumed_class"], releases=["released", "expired"],
+        ttl_from={"valid_for": "quote"}, lapses={"quote": "expired"},
+    )  # fmt: skip
+    stale_in_dict = 0
+    for seed in (0, 1):
+        env = make(ground_truth=True, horizon=60, quote_ttl=4, expiry_notice=False)
+        with StateManager.open(str(tmp_path / f"m{seed}.db")) as memory:
+            governed, plain = GovernedTracker(read, memory, **labels), DictTracker(read, **labels)
+            rng = random.Random(seed)
+            obs, info = env.reset(seed=seed)
+            governed.reset(obs, info)
+            plain.reset(obs, info)
+            mentioned = set(info["wm.mentioned"])
+            for _ in range(60):
+                truth = WorldState(info["wm.state"]).restrict(mentioned)
+                assert governed.state == truth, (seed, info["moves"])
+                stale_in_dict += len(plain.state.facts - truth.facts)
+                action = rng.choice(info["admissible_actions"])
+                obs, *_, info = env.step(action)
+                governed.update(action, obs, info)
+                plain.update(action, obs, info)
+                mentioned.update(info["wm.mentioned"])
+    assert stale_in_dict > 50
 
 
 def test_cancel_rewards_and_the_assumption_released_by_a_stated_class():

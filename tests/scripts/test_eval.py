@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from wmkit.evals.runner import make_env
-from wmkit.evals.suite import EvalConfig, _build_agent
+from wmkit.evals.suite import EvalConfig, build_agent
 
 EVAL = [sys.executable, "-m", "wmkit.scripts.eval"]
 AGENTS = ["oracle", "window", "memory", "random"]
@@ -31,7 +31,7 @@ def test_every_agent_option_composes_validates_and_builds():
     assert sorted(config.agents) == sorted(AGENTS)
     env = make_env(config.envs["parcel"].id, 20, config.envs["parcel"].kwargs)
     for name, spec in config.agents.items():
-        agent = _build_agent(name, spec, env)
+        agent = build_agent(name, spec, env)
         assert agent.oracle == (name == "oracle")
     debug = _compose("experiment=debug")
     assert debug.horizons == [20, 40]
@@ -160,7 +160,10 @@ def test_resuming_with_other_settings_is_refused(tmp_path):
 def test_help_lists_groups_and_examples(tmp_path):
     proc = _run("--help", cwd=tmp_path)
     assert "wmkit-eval: run agents" in proc.stdout
-    assert "agents: memory, oracle, random, window" in proc.stdout
+    listed = next(line for line in proc.stdout.splitlines() if line.startswith("agents: "))
+    assert {*AGENTS, "governed", "dict"} <= set(listed.removeprefix("agents: ").split(", "))
+    assert "memory: postgres, sqlite" in proc.stdout
+    assert "experiment=stale_use" in proc.stdout
     assert "experiment=debug" in proc.stdout
 
 

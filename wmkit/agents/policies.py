@@ -1,4 +1,4 @@
-"""Command policies: uniform random and a greedy one that acts on the tracked state."""
+"""Command policies: uniform random, and greedy ones that act on the tracked state."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 
 from wmkit.world.types import WorldState
 
-__all__ = ["GreedyPolicy", "RandomPolicy"]
+__all__ = ["BookingPolicy", "GreedyPolicy", "RandomPolicy"]
 
 
 def _admissible(info: Mapping[str, Any]) -> list[str]:
@@ -60,3 +60,98 @@ class GreedyPolicy:
             if command in admissible:
                 return admissible[command]
         return self.fallback if self.fallback in admissible else next(iter(admissible.values()))
+
+
+class BookingPolicy:
+    """Books the trip its tracked state describes (``wmkit/Booking-v0``), else waits.
+
+    It reads only the tracked state, so whatever stale fact the tracker holds becomes a
+    stale decision. Items are the subjects with a ``status``; the wanted flight of a
+    city is the one in the traveller's ``class``, or in the ``assumed_class`` while
+    none is stated and the assumption is not ``released``; other items are wanted when
+    ``wanted`` is ``yes``. Each step it sends the first of:
+
+    1. ``cancel`` a booked item that is not wanted;
+    2. ``book`` a wanted item whose quote is ``valid`` (none of its kind booked in its
+       city);
+    3. ``search`` the city of a wanted, unbooked item whose quote is not valid;
+    4. ``confirm`` once per version of the tracked wishes and bookings, when they match;
+    5. ``wait``.
+
+    A command the env does not admit is skipped. With ``epsilon`` > 0 it explores: with
+    that probability a step sends a uniformly random admissible command instead (an
+    agent that sometimes sends commands the desk refuses).
+
+    Args:
+        epsilon: probability of a random command per step, in [0, 1].
+
+    Raises:
+        ValueError: ``epsilon`` is outside [0, 1].
+    """
+
+    def __init__(self, epsilon: float = 0.0) -> None:
+        if not 0.0 <= epsilon <= 1.0:
+            raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
+        self.epsilon = epsilon
+        self._rng = np.random.default_rng(0)
+        self._confirmed: tuple | None = None
+
+    def reset(self, rng: np.random.Generator) -> None:  # noqa: D102
+        self._rng = rng
+        self._confirmed = None
+
+    def act(self, observation: str, info: Mapping[str, Any], tracked: WorldState) -> str:  # noqa: D102
+        actions = _admissible(info)
+        if self.epsilon and self._rng.random() < self.epsilon:
+            return actions[int(self._rng.integers(len(actions)))]
+        admissible = {a.lower(): a for a in actions}
+        trip: dict[str, str] = {}
+        facts: dict[str, dict[str, str]] = {}
+        for subject, relation, obj in tracked:
+            if subject.startswith("trip:"):
+                trip[relation] = obj
+            else:
+                facts.setdefault(subject, {})[relation] = obj
+        items = {s: f for s, f in sorted(facts.items()) if "status" in f}
+        cabin = trip.get("class") or trip.get("assumed_class")
+        cabin = None if cabin == "released" else cabin
+        want = {
+            s: (f.get("class") == cabin if s.startswith("flight:") else f.get("wanted") == "yes")
+            for s, f in items.items()
+        }
+        slots = {_slot(s, f) for s, f in items.items() if f["status"] == "booked"}
+        todo = [f"cancel {s}" for s, f in items.items() if f["status"] == "booked" and not want[s]]
+        open_items = [(s, f) for s, f in items.items() if want[s] and f["status"] != "booked"]
+        todo += [
+            f"book {s}"
+            for s, f in open_items
+            if f.get("quote") == "valid" and _slot(s, f) not in slots
+        ]
+        todo += [
+            f"search {f['city']}"
+            for s, f in open_items
+            if f.get("quote") != "valid" and f.get("city")
+        ]
+        for command in todo:
+            found = admissible.get(command.replace(":", " ", 1))
+            if found:
+                return found
+        version = (
+            tuple(sorted(trip.items())),
+            tuple((s, f["status"], want[s]) for s, f in items.items()),
+        )
+        if (
+            cabin
+            and items
+            and not open_items
+            and version != self._confirmed
+            and "confirm" in admissible
+        ):
+            self._confirmed = version
+            return admissible["confirm"]
+        return admissible.get("wait") or next(iter(admissible.values()))
+
+
+def _slot(subject: str, facts: Mapping[str, str]) -> tuple[str, str | None]:
+    """An item's kind and city: one booking of each per city (a second one is a double)."""
+    return subject.split(":", 1)[0], facts.get("city")

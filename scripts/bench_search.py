@@ -1,0 +1,390 @@
+"""Search throughput and memory, as ratios against the raw engine measured in the same run.
+
+Prints, in one run:
+- bookkeeping: raw ``restore+step``/s of the env against search simulations/s with the
+  ``env_snapshot`` simulator, proposals served from a cache (one fixed tuple), so the
+  ratio isolates what the search adds (target >= 0.8); on a Jericho game and on Vault;
+- the share of wall time spent generating valid actions in a real Jericho search
+  (``admissible_actions=True``, proposals from them);
+- the speedup over a copy-per-simulation search at equal simulation count (MC-LAVE
+  style: each simulation forks the root with ``FrotzEnv.copy()`` and replays its path);
+- peak memory (tracemalloc) of the tree at 10^4, 10^5, 10^6 nodes, and of a long search
+  under a node cap.
+
+CPU seconds (``time.process_time``, best of ``--repeats``) for rates; wall seconds for
+the valid-action share and the copy comparison (``copy()`` reads the story file and
+loads a fresh copy of the emulator library: that is I/O, not CPU).
+
+Usage: ``python scripts/bench_search.py [--game 905.z5] [--sims 2000]``; Jericho rows
+need ``WMKIT_GAMES_DIR`` (or ``--games-dir``) and are skipped with a note without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import os
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+import wmkit.envs  # noqa: F401  (registers the wmkit/ ids)
+from wmkit.envs.jericho_env import GAMES_DIR_VAR
+from wmkit.search import (
+    Budget,
+    EnvSnapshotSimulator,
+    HeuristicValue,
+    Proposal,
+    Transition,
+    Tree,
+    admissible_proposal,
+    search,
+    ucb1,
+)
+
+console = Console()
+
+
+def cpu(run: Callable[[], Any]) -> float:
+    """CPU seconds ``run()`` took."""
+    start = time.process_time()
+    run()
+    return time.process_time() - start
+
+
+class Clocked:
+    """Passes steps to ``inner`` and adds up the CPU seconds spent inside them."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+
+    def step(self, token: Any, action: str) -> Transition:
+        """Step ``inner``, on the clock."""
+        start = time.process_time()
+        try:
+            return self.inner.step(token, action)
+        finally:
+            self.seconds += time.process_time() - start
+
+
+class Recording:
+    """Passes steps to ``inner`` and records each ``(token, action)`` it was asked for."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[tuple[Any, str]] = []
+
+    def step(self, token: Any, action: str) -> Transition:
+        """Record the call, then step ``inner``."""
+        self.calls.append((token, action))
+        return self.inner.step(token, action)
+
+
+def bookkeeping_rows(
+    table: Table, name: str, env: Any, proposal: Proposal, sims: int, repeats: int
+) -> None:
+    """Search simulations/s against raw restore+step/s of the very same env calls.
+
+    A first search records the (token, action) pairs it steps; the raw loop replays
+    exactly those, so both sides do the same engine work and the ratio is the search's
+    own cost (the same seed gives the same tree every time).
+    """
+    core = env.unwrapped
+    sim = EnvSnapshotSimulator(env)
+    lazy = EnvSnapshotSimulator(env, lazy=True)
+
+    def run_search(simulator: Any) -> Any:
+        return search(
+            root,
+            simulator=simulator,
+            propose_fn=lambda t: proposal,  # the cache: one fixed tuple
+            value_fn=HeuristicValue(),
+            select_fn=ucb1(),
+            budget=Budget(sims),
+            rng=np.random.default_rng(0),
+        )
+
+    def raw() -> None:
+        for token, action in calls:
+            core.restore(token)
+            core.step(action)
+
+    def raw_snapshot() -> None:
+        for token, action in calls:
+            core.restore(token)
+            core.step(action)
+            core.snapshot()
+
+    with sim.preserve() as token:
+        root = Transition(token, "", 0.0, False, {})
+        recording = Recording(EnvSnapshotSimulator(env, lazy=False))  # real tokens
+        out = run_search(recording)
+        calls = recording.calls
+        # Interleaved, best of each: both sides see the same machine load.
+        raw_s = snap_s = search_s = inside_s = lazy_s = math.inf
+        for _ in range(repeats):
+            raw_s = min(raw_s, cpu(raw))
+            snap_s = min(snap_s, cpu(raw_snapshot))
+            lazy_s = min(lazy_s, cpu(lambda: run_search(lazy)))
+            clocked = Clocked(sim)
+            total = cpu(lambda clocked=clocked: run_search(clocked))
+            if total < search_s:
+                search_s, inside_s = total, clocked.seconds
+    raw_rate, snap_rate, search_rate = len(calls) / raw_s, len(calls) / snap_s, sims / search_s
+    lazy_steps = lazy.steps / repeats  # lazy snapshots replay a step per expanded leaf
+    depth = max(out.tree.node(n).depth for n in out.tree.nodes())
+    table.add_row(name, "raw restore+step (the search's calls)", f"{raw_rate:,.0f}", "1.00")
+    table.add_row(
+        "", "raw restore+step+snapshot", f"{snap_rate:,.0f}", f"{snap_rate / raw_rate:.2f}"
+    )
+    table.add_row(
+        "",
+        f"search sims/s (UCB1, {len(proposal.actions)} cached actions)",
+        f"{search_rate:,.0f}",
+        f"{search_rate / raw_rate:.2f} (target ≥ 0.80); {sims} sims, "
+        f"{sim.steps / repeats / sims:.2f} env steps/sim, depth ≤ {depth}",
+    )
+    table.add_row(
+        "",
+        "search sims/s, lazy snapshots",
+        f"{sims / lazy_s:,.0f}",
+        f"{sims / lazy_s / raw_rate:.2f}; {lazy_steps / sims:.2f} env steps/sim (replays)",
+    )
+    table.add_row(
+        "",
+        "search bookkeeping / time in simulator",
+        f"{(search_s - inside_s) / sims * 1e6:,.0f} µs/sim",
+        f"{(search_s - inside_s) / inside_s:.1%} of the simulator's time (target < 25%)",
+    )
+
+
+class _Timed:
+    """Forwards calls to ``inner`` and adds up the wall seconds they take."""
+
+    def __init__(self, inner: Callable[..., Any]) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+        self.calls = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.inner(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.calls += 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def valid_action_rows(table: Table, game: Path, sims: int) -> None:
+    """Share of a real search's wall time spent in valid-action generation."""
+    env = gymnasium.make("wmkit/Jericho-v0", game=str(game), horizon=10**6)
+    observation, info = env.reset(seed=0)
+    core = env.unwrapped
+    timer = _Timed(core.valid_actions)
+    core.valid_actions = timer  # the env calls it once per step (cached by state hash)
+    sim = EnvSnapshotSimulator(env)
+    start = time.perf_counter()
+    with sim.preserve():
+        out = search(
+            sim.root(observation, info),
+            simulator=sim,
+            propose_fn=admissible_proposal,
+            value_fn=HeuristicValue(),
+            select_fn=ucb1(),
+            budget=Budget(sims),
+            rng=np.random.default_rng(0),
+        )
+    wall = time.perf_counter() - start
+    misses = timer.inner.tried
+    table.add_row(
+        game.name,
+        f"real search, {sims} sims, valid actions on",
+        f"{sims / wall:,.2f}",
+        f"valid actions: {timer.seconds / wall:.1%} of {wall:.1f} s wall "
+        f"({timer.calls} calls, {misses:,} candidates tried, {len(out.tree)} nodes)",
+    )
+
+
+class CopyReplaySimulator:
+    """MC-LAVE's way: fork the root emulator with ``copy()`` and replay the path."""
+
+    def __init__(self, frotz: Any) -> None:
+        self.root = frotz
+        self.steps = 0
+
+    def step(self, token: tuple[str, ...], action: str) -> Transition:
+        """Fork the root, replay ``token``'s actions, then step ``action``."""
+        env = self.root.copy()
+        try:
+            for past in token:
+                env.step(past)
+            observation, reward, done, _ = env.step(action)
+            self.steps += len(token) + 1
+        finally:
+            env.close()
+        return Transition((*token, action), observation, float(reward), bool(done), {})
+
+
+def copy_rows(table: Table, game: Path, proposal: Proposal, sims: int) -> None:
+    """Wall time of the same search with the copy-per-simulation engine and snapshots."""
+    env = gymnasium.make(
+        "wmkit/Jericho-v0", game=str(game), horizon=10**6, admissible_actions=False
+    )
+    env.reset(seed=0)
+
+    def zero(t: Transition) -> float:
+        return 0.0
+
+    def run(sim: Any, root: Transition) -> tuple[float, Tree]:
+        start = time.perf_counter()
+        out = search(
+            root,
+            simulator=sim,
+            propose_fn=lambda t: proposal,
+            value_fn=zero,
+            select_fn=ucb1(tie_break="first"),
+            budget=Budget(sims),
+            rng=np.random.default_rng(0),
+        )
+        return time.perf_counter() - start, out.tree
+
+    copier = CopyReplaySimulator(env.unwrapped.frotz)  # only read (get_state) by copy()
+    copy_s, copy_tree = run(copier, Transition((), "", 0.0, False, {}))
+    snap = EnvSnapshotSimulator(env)
+    with snap.preserve() as token:
+        snap_s, snap_tree = run(snap, Transition(token, "", 0.0, False, {}))
+    same = sorted(map(tuple, map(copy_tree.path, copy_tree.nodes()))) == sorted(
+        map(tuple, map(snap_tree.path, snap_tree.nodes()))
+    )
+    table.add_row(
+        game.name,
+        f"copy()+replay search, {sims} sims",
+        f"{sims / copy_s:,.1f}",
+        f"{copier.steps / sims:.1f} steps/sim",
+    )
+    table.add_row(
+        "",
+        f"env_snapshot search, {sims} sims",
+        f"{sims / snap_s:,.0f}",
+        f"speedup {copy_s / snap_s:,.0f}x at equal simulations (same tree: {same})",
+    )
+
+
+def memory_rows(table: Table, sizes: list[int], cap_sims: int) -> None:
+    """Peak traced memory of trees of each size, and of a capped long search."""
+    actions = Proposal(tuple(f"action {i}" for i in range(8)))
+    info: dict[str, Any] = {}
+    for size in sizes:
+        gc.collect()
+        tracemalloc.start()
+        tree = Tree(Transition(0, "obs", 0.0, False, info), actions, 0.0)
+        for i in range(1, size):
+            # A complete 8-ary tree, grown breadth first; tokens and texts shared.
+            parent = (i - 1) // 8
+            node = tree.add(
+                parent,
+                actions.actions[(i - 1) % 8],
+                Transition(i, "obs", 0.5, False, info),
+                actions,
+                0.0,
+            )
+            tree.backup([parent, node], 0.0)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert len(tree) == size
+        del tree
+        table.add_row(
+            "Tree",
+            f"{size:,} nodes",
+            f"{peak / 2**20:,.1f} MiB",
+            f"{peak / size:,.0f} B/node (tokens excluded: they are the simulator's)",
+        )
+
+    class Chain:
+        def step(self, token: int, action: str) -> Transition:
+            return Transition(token + 1, "obs", 0.1, False, info)
+
+    cap = max(sizes[0], 2)
+    gc.collect()
+    tracemalloc.start()
+    out = search(
+        Transition(0, "obs", 0.0, False, info),
+        simulator=Chain(),
+        propose_fn=lambda t: actions,
+        value_fn=lambda t: 0.0,
+        select_fn=ucb1(),
+        budget=Budget(cap_sims, max_nodes=cap),
+        rng=np.random.default_rng(0),
+    )
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    table.add_row(
+        "Tree",
+        f"{cap_sims:,} sims, cap {cap:,}",
+        f"{peak / 2**20:,.1f} MiB",
+        f"{len(out.tree):,} nodes held, {out.tree.evicted:,} evicted",
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--game", default="905.z5", help="Jericho game in the games dir")
+    parser.add_argument("--games-dir", default=os.environ.get(GAMES_DIR_VAR))
+    parser.add_argument("--sims", type=int, default=2000, help="simulations per rate run")
+    parser.add_argument("--repeats", type=int, default=3, help="best of this many runs")
+    parser.add_argument("--valid-sims", type=int, default=12, help="0 skips that row")
+    parser.add_argument("--copy-sims", type=int, default=100, help="0 skips that row")
+    parser.add_argument("--mem-sizes", default="10000,100000,1000000")
+    parser.add_argument("--cap-sims", type=int, default=100_000)
+    args = parser.parse_args()
+
+    table = Table(title="wmkit search: rates against the raw engine (CPU s, best of repeats)")
+    for column in ("engine", "what", "rate", "ratio / notes"):
+        table.add_column(column, justify="right" if column == "rate" else "left")
+
+    vault = gymnasium.make("wmkit/Vault-v0", load=4, horizon=1000)
+    _, info = vault.reset(seed=0)
+    bookkeeping_rows(
+        table,
+        "Vault-v0",
+        vault,
+        Proposal(tuple(info["admissible_actions"])),
+        args.sims,
+        args.repeats,
+    )
+    if args.games_dir:
+        game = Path(args.games_dir) / args.game
+        # Proposals served from a cache: the root's valid actions, found once.
+        finder = gymnasium.make("wmkit/Jericho-v0", game=str(game), horizon=10**6)
+        proposal = Proposal(tuple(finder.reset(seed=0)[1]["admissible_actions"]))
+        env = gymnasium.make(
+            "wmkit/Jericho-v0", game=str(game), horizon=10**6, admissible_actions=False
+        )
+        env.reset(seed=0)
+        bookkeeping_rows(table, game.name, env, proposal, args.sims, args.repeats)
+        if args.valid_sims:
+            valid_action_rows(table, game, args.valid_sims)
+        if args.copy_sims:
+            copy_rows(table, game, proposal, args.copy_sims)
+    else:
+        table.add_row("Jericho", "skipped", "", f"set {GAMES_DIR_VAR} or --games-dir")
+    sizes = [int(s) for s in args.mem_sizes.split(",") if s]
+    if sizes:
+        memory_rows(table, sizes, args.cap_sims)
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()

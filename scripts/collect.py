@@ -1,0 +1,226 @@
+"""``wmkit-collect``: run agents and record trajectories and curiosity scenes.
+
+Every (env, horizon, seed, agent) episode is played by the eval runner with the env
+wrapped in a :class:`~wmkit.knowledge.recording.Recorder` and the agent's tracker in a
+:class:`~wmkit.knowledge.recording.RecordingTracker`, and written to
+``<data_dir>/<env_name>/`` (``trajectories/`` and ``scenes.jsonl``). A run resumes by
+itself: episodes already committed to the data folder are skipped, and settings that
+differ from those the folder's episodes were recorded with are refused.
+
+Examples:
+    wmkit-collect                                 # the default collection
+    wmkit-collect experiment=debug                # a tiny run
+    wmkit-collect agents=[window] data_dir=data   # into a data folder shared by runs
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated
+from wmkit.evals.runner import make_env, run_episode
+from wmkit.evals.suite import AgentSpec, EnvSpec, build_agent, fingerprint
+from wmkit.jsonl import JsonlLog
+from wmkit.knowledge.recording import (
+    RecordedEpisode,
+    Recorder,
+    RecordingTracker,
+    TrajectoryWriter,
+    env_data_dir,
+    load_episodes,
+)
+from wmkit.knowledge.scenes import CuriosityDetector
+
+__all__ = ["CollectConfig", "collect", "main", "run"]
+
+SPECS_FILE = "specs.jsonl"  # per env data folder: the settings each agent was recorded with
+
+
+class CollectConfig(BaseModel):
+    """The validated configuration of one ``wmkit-collect`` run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    envs: dict[str, EnvSpec] = Field(min_length=1)
+    agents: dict[str, AgentSpec] = Field(min_length=1)
+    horizons: list[int] = Field(min_length=1)
+    seeds: list[int] = Field(min_length=1)
+    data_dir: str | None = None
+    shard_rows: int = Field(default=50_000, ge=1)
+    shard_bytes: int = Field(default=128 << 20, ge=1)
+    state_relations: list[str] | None = ["status"]
+    progress: bool = True
+
+
+def _episode_prefix(agent: str, horizon: int) -> str:
+    return f"{agent}/h{horizon}/"
+
+
+def _collect_episode(
+    env_name: str,
+    spec: EnvSpec,
+    horizon: int,
+    agent_name: str,
+    agent_spec: AgentSpec,
+    seed: int,
+    state_relations: list[str] | None,
+    heartbeat: bool = False,
+) -> RecordedEpisode:
+    """Play and record one episode; runs in a worker when the env is isolated.
+
+    The episode is returned, not written, so that only whole episodes that finished
+    without error reach the data folder (a failure discards the partial recording).
+    """
+    recorded: list[RecordedEpisode] = []
+    env = make_env(spec.id, horizon, spec.kwargs)
+    if heartbeat:
+        env = Heartbeat(env)
+    recorder = Recorder(
+        env,
+        recorded.append,
+        env_name=env_name,
+        agent=agent_name,
+        episode_prefix=_episode_prefix(agent_name, horizon),
+    )
+    try:
+        agent = build_agent(agent_name, agent_spec, recorder)
+        detector = CuriosityDetector(state_relations)
+        agent.tracker = RecordingTracker(agent.tracker, recorder, detector)
+        run_episode(recorder, agent, seed)
+    finally:
+        recorder.close()
+    return recorded[0]
+
+
+def _check_specs(data_dir: Path, env_name: str, config: CollectConfig) -> None:
+    """Refuse agents whose settings differ from those already recorded; note new ones."""
+    log = JsonlLog(data_dir / SPECS_FILE)
+    known = {row["agent"]: row["spec"] for row in log.rows()}
+    new = []
+    for agent_name, agent_spec in config.agents.items():
+        spec = fingerprint(config.envs[env_name], agent_spec)
+        if known.get(agent_name, spec) != spec:
+            raise ValueError(
+                f"{data_dir} holds {env_name}/{agent_name} episodes recorded with other "
+                "settings; collect only with the same configuration, or use a new data_dir"
+            )
+        if agent_name not in known:
+            new.append({"agent": agent_name, "spec": spec})
+    log.extend(new)
+
+
+def collect(config: CollectConfig, data_root: str | os.PathLike[str], *, console: Console) -> dict:
+    """Play and record every episode of ``config`` not yet in ``data_root``.
+
+    Returns:
+        Per env name: ``{"dir": Path, "episodes": recorded now, "skipped": already
+        there, "failed": isolated episodes that crashed, "steps": rows, "scenes": ...}``.
+    """
+    summary: dict[str, dict[str, Any]] = {}
+    plan = []
+    for env_name in config.envs:
+        data_dir = env_data_dir(data_root, env_name)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        _check_specs(data_dir, env_name, config)
+        done = set(load_episodes(data_dir)["episode"])
+        todo = [
+            (env_name, horizon, seed, agent_name)
+            for horizon in config.horizons
+            for seed in config.seeds
+            for agent_name in config.agents
+            if f"{_episode_prefix(agent_name, horizon)}seed={seed}" not in done
+        ]
+        plan += todo
+        skipped = len(config.horizons) * len(config.seeds) * len(config.agents) - len(todo)
+        summary[env_name] = {
+            "dir": data_dir, "episodes": 0, "skipped": skipped, "failed": 0,
+            "steps": 0, "scenes": 0,
+        }  # fmt: skip
+        if skipped:
+            console.print(f"resuming {env_name}: {skipped} episodes already in {data_dir}")
+    writers = {
+        name: TrajectoryWriter(
+            s["dir"], shard_rows=config.shard_rows, shard_bytes=config.shard_bytes
+        )
+        for name, s in summary.items()
+    }
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    try:
+        with Progress(*columns, console=console, disable=not config.progress) as bar:
+            task = bar.add_task("episodes", total=len(plan))
+            for env_name, horizon, seed, agent_name in plan:
+                bar.update(task, description=f"{env_name} h={horizon} seed={seed} {agent_name}")
+                spec = config.envs[env_name]
+                args = (env_name, spec, horizon, agent_name, config.agents[agent_name], seed)
+                args += (config.state_relations,)
+                try:
+                    if spec.isolate:
+                        label = str(spec.kwargs.get("game", spec.id))
+                        episode = run_isolated(
+                            _collect_episode, *args, True,
+                            label=label, heartbeat_timeout=spec.heartbeat_timeout,
+                        )  # fmt: skip
+                    else:
+                        episode = _collect_episode(*args)
+                except EpisodeFailed as err:
+                    console.print(f"[red]episode failed[/red] {env_name} seed={seed}: {err}")
+                    summary[env_name]["failed"] += 1
+                else:
+                    writers[env_name].write(episode)
+                    summary[env_name]["episodes"] += 1
+                    summary[env_name]["steps"] += len(episode.steps)
+                    summary[env_name]["scenes"] += len(episode.scenes)
+                bar.advance(task)
+    finally:
+        # Buffered episodes are whole and finished, so they are committed even when
+        # the run stops on an error.
+        for writer in writers.values():
+            writer.close()
+    return summary
+
+
+def run(cfg: DictConfig) -> dict:
+    """Validate the composed config and collect into the data folder."""
+    raw = OmegaConf.to_container(cfg, resolve=True)
+    try:
+        config = CollectConfig.model_validate(raw)
+    except ValidationError as err:
+        raise SystemExit(f"wmkit-collect: invalid configuration:\n{err}") from None
+    console = Console(stderr=True)
+    out = Path(HydraConfig.get().runtime.output_dir)
+    data_root = Path(config.data_dir) if config.data_dir is not None else out / "data"
+    try:
+        summary = collect(config, data_root, console=console)
+    except ValueError as err:
+        raise SystemExit(f"wmkit-collect: {err}") from None
+    for env_name, s in summary.items():
+        console.print(
+            f"{env_name}: {s['episodes']} episodes recorded ({s['steps']} steps, "
+            f"{s['scenes']} scenes), {s['skipped']} already there, {s['failed']} failed "
+            f"-> {s['dir']}"
+        )
+    return summary
+
+
+@hydra.main(version_base="1.3", config_path="pkg://wmkit.configs", config_name="collect")
+def main(cfg: DictConfig) -> None:
+    """Record trajectories and scenes (see ``wmkit-collect --help``)."""
+    run(cfg)
+
+
+if __name__ == "__main__":
+    main()
