@@ -258,14 +258,18 @@ class DiagnosticEnv(gymnasium.Env[str, str]):
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Apply a command; returns ``(observation, reward, terminated, truncated, info)``."""
-        if self._state is None:
+        before, core = self._state, self.core
+        if before is None:
             raise RuntimeError("call reset() before step()")
-        before = self._state
-        self._state = self.core.transition(before, action)
-        reward = float(self.core.reward(before, action, self._state))
-        terminated = bool(self.core.terminal(self._state))
-        truncated = not terminated and self._state.step >= self.params.horizon
-        return self.core.observation(self._state), reward, terminated, truncated, self._info()
+        self._state = after = core.transition(before, action)
+        reward = float(core.reward(before, action, after))
+        terminated = bool(core.terminal(after))
+        truncated = not terminated and after.step >= self.params.horizon
+        observation = core.observation(after)
+        info = core.state_info(after)  # what _info() does, inline on the hot path
+        if self.ground_truth:
+            info.update(core.truth_info(after))
+        return observation, reward, terminated, truncated, info
 
     def snapshot(self) -> Any:
         """Return the current state; it is immutable, so the token is the state itself."""
