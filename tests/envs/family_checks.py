@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 from gymnasium.utils.env_checker import data_equivalence
 
+from wmkit.agents.trackers import ClaimMemory
+from wmkit.evals.metrics import drift
 from wmkit.world.types import Claim, Fact, WorldState
 
 __all__ = [
@@ -37,9 +39,11 @@ __all__ = [
     "assert_state_hash_follows_the_world",
     "assert_truncates_at_horizon",
     "canonical_json",
+    "check_claim_memory_reads_everything",
     "golden_main",
     "play",
     "probe_chains",
+    "replay_with_full_memory",
     "sha",
     "write_golden",
 ]
@@ -293,3 +297,67 @@ def golden_main(doc: str, path: Path, record: Callable[[], list[dict]]) -> None:
         write_golden(path, record())
     else:
         parser.print_help()
+
+
+def replay_with_full_memory(
+    make: Callable[..., Any],
+    read: Callable[[str], list[Claim]],
+    pick_action: Callable[[random.Random, dict], str],
+    seeds: range,
+    config: dict[str, Any],
+    horizons: tuple[int, ...] = (20, 80, 160, 300),
+) -> tuple[int, int]:
+    """Play random episodes and check a perfect-memory reader against the truth each step.
+
+    At every step the reader's facts must equal the true facts of the entities mentioned
+    so far, and every due probe must be answered by the tracker with the anchor being
+    exactly the step that last stated the answer.
+
+    Returns:
+        ``(described, probes)``: claims whose subject was a description, probes checked.
+    """
+    described = probes = 0
+    for seed in seeds:
+        env = make(ground_truth=True, horizon=horizons[seed % len(horizons)], **config)
+        rng = random.Random(seed)
+        tracker, mentioned = FullMemoryTracker(), set()
+        obs, info = env.reset(seed=seed)
+        truncated = False
+        while True:
+            claims = read(obs)
+            described += sum(not isinstance(c.subject, str) for c in claims)
+            tracker.apply(claims, info["moves"])
+            mentioned.update(info["wm.mentioned"])
+            truth = WorldState(info["wm.state"])
+            assert tracker.facts() == truth.restrict(mentioned).facts, (seed, info["moves"], obs)
+            for probe in info["wm.probes"]:
+                key = (probe.subject, probe.relation)
+                assert tracker.values[key] == probe.answer
+                assert tracker.stated_at[key] == probe.anchor_step, probe
+                probes += 1
+            if truncated:
+                break
+            obs, _, _, truncated, info = env.step(pick_action(rng, info))
+    return described, probes
+
+
+def check_claim_memory_reads_everything(
+    make: Callable[..., Any], read: Callable[[str], list[Claim]], config: dict[str, Any]
+) -> None:
+    """Assert ``ClaimMemory`` has zero drift over a 1000-step random episode (seed 41).
+
+    ClaimMemory is what the leaderboard's "memory" row (``WindowTracker(k=None)``)
+    keeps: over the longest horizon every value must stay readable.
+    """
+    env = make(ground_truth=True, horizon=1000, **config)
+    rng = random.Random(41)
+    memory = ClaimMemory()
+    obs, info = env.reset(seed=41)
+    mentioned: set[str] = set()
+    for step in range(1001):
+        memory.apply(read(obs))
+        mentioned.update(info["wm.mentioned"])
+        if step % 25 == 0 or step == 1000:
+            assert drift(memory.state(), WorldState(info["wm.state"]), mentioned) == 0, step
+        if step < 1000:
+            obs, _, _, _, info = env.step(rng.choice(info["admissible_actions"]))

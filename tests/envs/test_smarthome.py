@@ -21,7 +21,6 @@ from pathlib import Path
 import gymnasium
 import pytest
 from family_checks import (
-    FullMemoryTracker,
     assert_agent_info_only,
     assert_deterministic,
     assert_every_admissible_accepted,
@@ -31,15 +30,16 @@ from family_checks import (
     assert_state_hash_follows_the_world,
     assert_truncates_at_horizon,
     canonical_json,
+    check_claim_memory_reads_everything,
     golden_main,
     play,
     probe_chains,
+    replay_with_full_memory,
     sha,
 )
 from gymnasium.utils.env_checker import check_env, data_equivalence
 
 import wmkit.envs  # noqa: F401  (registers wmkit/SmartHome-v0)
-from wmkit.agents.trackers import ClaimMemory
 from wmkit.envs.smarthome import (
     _LINE_MAX,
     TEXT,
@@ -51,8 +51,7 @@ from wmkit.envs.smarthome import (
     read,
 )
 from wmkit.envs.text import Message, MessageKind
-from wmkit.evals.metrics import drift
-from wmkit.world.types import Claim, Fact, WorldState
+from wmkit.world.types import Claim, Fact
 
 REJECTIONS = ("not understood", "no such device", "Nobody by that name", "out of range")
 REJECTIONS += ("There is no rule", "no longer pending", "already covers")
@@ -322,31 +321,9 @@ CONFIGS = [
 def test_full_memory_tracker_reconstructs_the_mentioned_truth(index, config):
     # 4 configs x 6 seeds: 24 distinct seeds, horizons from 20 to 300, a random agent
     # (so rules are made, fired and cancelled) with some garbage commands.
-    horizons = (20, 80, 160, 300)
-    described = probes = 0
-    for seed in range(6 * index, 6 * index + 6):
-        horizon = horizons[seed % len(horizons)]
-        env = make(ground_truth=True, horizon=horizon, **config)
-        rng = random.Random(seed)
-        tracker, mentioned = FullMemoryTracker(), set()
-        obs, info = env.reset(seed=seed)
-        truncated = False
-        while True:
-            claims = read(obs)
-            described += sum(not isinstance(c.subject, str) for c in claims)
-            tracker.apply(claims, info["moves"])
-            mentioned.update(info["wm.mentioned"])
-            truth = WorldState(info["wm.state"])
-            assert tracker.facts() == truth.restrict(mentioned).facts, (seed, info["moves"], obs)
-            for probe in info["wm.probes"]:
-                # Anchors are exactly the step that last stated the answer.
-                key = (probe.subject, probe.relation)
-                assert tracker.values[key] == probe.answer
-                assert tracker.stated_at[key] == probe.anchor_step, probe
-                probes += 1
-            if truncated:
-                break
-            obs, _, _, truncated, info = env.step(pick_action(rng, info))
+    described, probes = replay_with_full_memory(
+        make, read, pick_action, range(6 * index, 6 * index + 6), config
+    )
     assert probes > 20
     # Rules named by device and trigger were really resolved (none when indirection is 0).
     assert (described > 0) == (config.get("indirection", 0.5) > 0)
@@ -354,20 +331,7 @@ def test_full_memory_tracker_reconstructs_the_mentioned_truth(index, config):
 
 @pytest.mark.parametrize("config", [{}, {"load": 16, "people": 12}])
 def test_the_project_claim_memory_reads_everything_over_a_long_episode(config):
-    # ClaimMemory is what the leaderboard's "memory" row (WindowTracker(k=None)) keeps:
-    # over the longest horizon every value must stay readable (no pattern overflows).
-    env = make(ground_truth=True, horizon=1000, **config)
-    rng = random.Random(41)
-    memory = ClaimMemory()
-    obs, info = env.reset(seed=41)
-    mentioned: set[str] = set()
-    for step in range(1001):
-        memory.apply(read(obs))
-        mentioned.update(info["wm.mentioned"])
-        if step % 25 == 0 or step == 1000:
-            assert drift(memory.state(), WorldState(info["wm.state"]), mentioned) == 0, step
-        if step < 1000:
-            obs, _, _, _, info = env.step(rng.choice(info["admissible_actions"]))
+    check_claim_memory_reads_everything(make, read, config)
 
 
 # --- dynamics ----------------------------------------------------------------------------
