@@ -57,8 +57,10 @@ the step number. ``SmartHomeEnv`` is the thin ``gymnasium.Env[str, str]`` shell.
 The step path is written for speed (the family's target is 50,000 steps a second with
 ground truth off): lines are filled from templates compiled once, the episode keeps
 memo caches (parsed commands, seeds of its steps, device facts) that never change what
-a state means, and what only ground truth needs (rule facts, the state hash's rule
-digests, the probes) is derived when ``truth_info`` asks, not on every step.
+a state means, a step whose world stands still copies none of it, the admissible
+commands are kept up to date rather than rebuilt, and what only ground truth needs
+(rule facts, the state hash's rule digests, the probes) is derived when ``truth_info``
+asks, not on every step.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ import string
 import threading
 from dataclasses import dataclass
 from itertools import compress
-from operator import is_not
+from operator import is_not, itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -644,14 +646,22 @@ def _printf(template: str, order: tuple[str, ...]) -> tuple[str, tuple[int, ...]
     return "".join(parts), None if permutation == tuple(range(len(order))) else permutation
 
 
+def _format(template: str, order: tuple[str, ...]) -> tuple[str, itemgetter | None]:
+    """``_printf``, with the order as a getter that puts ``say``'s texts in it."""
+    fmt, permutation = _printf(template, order)
+    return fmt, itemgetter(*permutation) if permutation else None  # never one slot
+
+
 _PLANS = _plans()
-# kind -> (how many paraphrases, its templates as ``_printf`` formats, canonical first,
-# and the canonical one's format and order again, for the common case)
+# kind -> (how many paraphrases, its templates as ``_format`` formats, canonical first,
+# and the canonical one's format and reordering again, for the common case)
 _FORMATS = {
     name: (len(templates) - 1, formats, *formats[0])
     for name, (templates, order, _) in _PLANS.items()
-    for formats in [tuple(_printf(t, order) for t in templates)]
+    for formats in [tuple(_format(t, order) for t in templates)]
 }
+_WAITED = TEXT.kinds["waited"].templates  # the reply to wait, which transition writes out
+_WAITED_OTHERS = len(_WAITED) - 1  # its paraphrases
 _TO_TEXT = {slot: t.to_text for slot, t in SLOT_TYPES.items()}
 _CHATTER = TEXT.kinds["chatter"].templates
 _N_CHATTER = len(_CHATTER)
@@ -745,11 +755,14 @@ class Task(NamedTuple):
 
 # Field positions, for the hot loops: indexing a NamedTuple is much cheaper than reading
 # its attributes.
-_T_KIND, _T_DEVICE, _T_OP, _T_VALUE, _T_PERSON, _T_ON, _T_DELAY, _T_RULE = (
+_T_KIND, _T_DEVICE, _T_OP, _T_VALUE, _T_PERSON, _T_ON, _T_DELAY, _T_RULE, _T_COMMANDS = (
     Task._fields.index(name)
-    for name in ("kind", "device", "op", "value", "person", "on", "delay", "rule")
+    for name in ("kind", "device", "op", "value", "person", "on", "delay", "rule", "commands")
 )
-_R_DEVICE, _R_TRIGGER, _R_DUE = (Rule._fields.index(name) for name in ("device", "trigger", "due"))
+_TASK_DEVICE = itemgetter(_T_DEVICE)
+_R_DEVICE, _R_TRIGGER, _R_STATUS, _R_DUE, _R_OWNER, _R_CREATED = (
+    Rule._fields.index(name) for name in ("device", "trigger", "status", "due", "owner", "created")
+)
 
 
 class _Cache(dict):
@@ -761,12 +774,25 @@ class _Cache(dict):
         return _Cache, ()
 
 
+class _Starts(list):
+    """The episode's ``StepRng(seed, step).x`` by step, filled when first needed.
+
+    ``_step_x`` fills it; like ``_Cache``, it is pickled empty.
+    """
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[type, tuple]:
+        return _Starts, ()
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class _Home:
-    """What is fixed for an episode: devices, people, their names, and two caches.
+    """What is fixed for an episode: devices, people, their names, and three caches.
 
     The caches hold for every state of the episode, snapshots and branches included:
-    a command's parse depends only on the house, a device's fact only on its level.
+    a command's parse depends only on the house, a device's fact only on its level, a
+    step's generator seed only on the episode seed and the step.
     (A slotted class, not a NamedTuple: the step path reads its fields a lot, and slot
     reads are the fast ones.) Homes compare by what they are, not by their caches.
     """
@@ -774,6 +800,8 @@ class _Home:
     devices: tuple[str, ...]  # ids, sorted
     types: tuple[int, ...]  # LIGHT, BLIND or HEAT per device
     words: tuple[str, ...]  # command names: "kitchen light"
+    set_to: tuple[str, ...]  # per device, its commands' heads: "set kitchen light to "
+    adjust_by: tuple[str, ...]  # "adjust kitchen light by "
     by_words: dict[str, int]
     persons: tuple[str, ...]  # ids, sorted
     names: tuple[str, ...]  # command names: "leo"
@@ -782,15 +810,18 @@ class _Home:
     titles: tuple[str, ...]  # per person, as the text writes them: "Leo"
     device_ids: tuple[int, ...]  # range(len(devices))
     device_set: frozenset[int]  # the same
-    chatter: tuple[tuple[tuple[str, str], ...], ...]  # per chatter line: (line, id) per person
+    # per chatter line: (line, id) per person, or the line if it names nobody
+    chatter: tuple[tuple[tuple[str, str], ...] | str, ...]
     locations: tuple[tuple[Fact, Fact], ...]  # per person: (away, home) facts
     # The parameters the step path reads, ready to use: rates as thresholds on a raw
-    # 48-bit draw (``x * 2**-48 < rate`` exactly when ``x < rate * 2**48``).
-    paraphrase_x: float
-    indirection_x: float
+    # 48-bit draw (``x * 2**-48 < rate`` exactly when ``x < ceil(rate * 2**48)``), ints
+    # because comparing two ints is cheaper than an int and a float.
+    paraphrase_x: int
+    indirection_x: int
     distractors: int
     seed_mix: int  # the episode seed's share of StepRng's seeding
-    starts: _Cache  # step // 64 -> StepRng(seed, step).x of those 64 steps (``_starts``)
+    horizon: int
+    starts: _Starts  # step -> StepRng(seed, step).x, steps 0 .. horizon (``_step_x``)
     commands: _Cache  # command text -> _Command, for commands that parsed
     facts: _Cache  # device << 7 | level -> its fact
 
@@ -810,7 +841,6 @@ class SmartHomeState(NamedTuple):
     Attributes:
         params: the episode parameters.
         seed: episode seed; step ``t`` draws from a generator seeded by (seed, t).
-        step: steps taken since reset (0 at reset).
         home: the episode's fixed devices and people.
         levels: per device: brightness, 0/1 for closed/open blinds, or degrees.
         level_at: per device, the step its level was last stated.
@@ -821,6 +851,11 @@ class SmartHomeState(NamedTuple):
             ``rule:r<i+1>``).
         pending: indices of armed or waiting rules.
         tasks: open user instructions.
+        admissible: sorted admissible commands.
+        next_due: the earliest step a pending rule is due at, or -1.
+        max_score: instructions given so far.
+        score: cumulative reward.
+        step: steps taken since reset (0 at reset).
         text: this step's observation.
         mentioned: entity ids named in this step's observation (unsorted, may repeat).
         probe_x: where this step's generator stood when its probes were due, or -1 for
@@ -831,15 +866,13 @@ class SmartHomeState(NamedTuple):
             ``(id, None, None, rule)``); see ``action_delta``.
         event_changes: the same for the world's events this step; see ``event_delta``.
         reward: this step's reward.
-        score: cumulative reward.
-        max_score: instructions given so far.
-        admissible: sorted admissible commands.
-        next_due: the earliest step a pending rule is due at, or -1.
+
+    The fields are in this order so that a step that leaves the world as it was (a
+    ``wait`` and no event) keeps the first ``_S_STEP`` of them as one slice.
     """
 
     params: SmartHomeParams
     seed: int
-    step: int
     home: _Home
     levels: tuple[int, ...]
     level_at: tuple[int, ...]
@@ -849,16 +882,17 @@ class SmartHomeState(NamedTuple):
     rules: tuple[Rule, ...]
     pending: tuple[int, ...]
     tasks: tuple[Task, ...]
+    admissible: tuple[str, ...]
+    next_due: int
+    max_score: int
+    score: int
+    step: int
     text: str
     mentioned: tuple[str, ...]
     probe_x: int
     action_changes: tuple[tuple[str, str, str | None, str], ...]
     event_changes: tuple[tuple[str, str, str | None, str], ...]
     reward: int
-    score: int
-    max_score: int
-    admissible: tuple[str, ...]
-    next_due: int
 
     @property
     def probes(self) -> tuple[Probe, ...]:
@@ -880,10 +914,11 @@ class SmartHomeState(NamedTuple):
         return _delta(_net(self.event_changes, self.home))
 
 
-_S_STEP, _S_TEXT, _S_REWARD, _S_SCORE, _S_MAX_SCORE, _S_ADMISSIBLE = (
+_S_HOME, _S_RULES, _S_ADMISSIBLE, _S_NEXT_DUE, _S_MAX_SCORE, _S_SCORE, _S_STEP, _S_TEXT = (
     SmartHomeState._fields.index(name)
-    for name in ("step", "text", "reward", "score", "max_score", "admissible")
+    for name in ("home", "rules", "admissible", "next_due", "max_score", "score", "step", "text")
 )
+_S_REWARD = SmartHomeState._fields.index("reward")
 
 
 _NO_DELTA = Delta()
@@ -991,16 +1026,26 @@ _ONE = float(1 << 48)  # a probability times this is a threshold on a raw draw
 _SPLITMIX = 0xBF58476D1CE4E5B9  # StepRng's seeding multiplier
 
 
-def _starts(seed_mix: int, first: int) -> list[int]:
-    """``StepRng(seed, step).x`` for the 64 steps from ``first``, computed at once.
+def _starts(seed_mix: int, first: int, n: int) -> list[int]:
+    """``StepRng(seed, step).x`` for the ``n`` steps from ``first``, computed at once.
 
-    numpy's uint64 arithmetic wraps modulo 2**64 as StepRng's masks do; one pass over a
-    block costs less than seeding its steps one by one in Python's big integers.
+    numpy's uint64 arithmetic wraps modulo 2**64 as StepRng's masks do; one pass over an
+    episode costs less than seeding its steps one by one in Python's big integers.
     """
     mix = np.uint64(_SPLITMIX)
-    z = np.uint64(seed_mix) + np.arange(first, first + 64, dtype=np.uint64) * mix
+    z = np.uint64(seed_mix) + np.arange(first, first + n, dtype=np.uint64) * mix
     z = (z ^ (z >> np.uint64(30))) * mix
     return ((z ^ (z >> np.uint64(31))) & np.uint64(_M48)).tolist()
+
+
+def _step_x(home: _Home, step: int) -> int:
+    """``StepRng(seed, step).x`` for ``step >= 0``, from the episode's list of them."""
+    starts = home.starts
+    if not starts:  # a new episode, or a state unpickled without its caches
+        starts[:] = _starts(home.seed_mix, 0, home.horizon + 1)  # one call: thread-safe
+    if step < len(starts):
+        return starts[step]
+    return _starts(home.seed_mix, step, 1)[0]  # past the horizon: a planner looking on
 
 
 def _roll(p: float, shift: int) -> tuple[int, int]:
@@ -1029,6 +1074,8 @@ _LEVEL_KINDS = tuple(
 
 
 _NUMBERS = tuple(map(str, range(1000)))  # str(n) of every level, amount and delay
+_SIGNED = {n: f"{n:+d}" for n in range(-100, 101)}  # every adjustment, as commands write it
+_LATER = ("right away", *(f"{n} minutes later" for n in range(1, 1000)))  # a rule's delay
 
 
 def _level_text(dtype: int, level: int) -> str:
@@ -1070,51 +1117,59 @@ def _put(values: tuple, i: int, value: Any) -> tuple:
 
 def _task_commands(
     home: _Home, kind: str, device: int, op: str, value: int, person: int, on: str, delay: int
-) -> tuple[str, ...]:
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The command that carries a task out, then the confusable ones beside it.
 
-    Each is also put in the house's parse cache, parsed as ``_parse`` would.
+    Returns them, and them without repeats (setting a light to 0 reads the same both
+    ways). Each is also put in the house's parse cache, parsed as ``_parse`` would.
     """
     if kind == "cancel":
-        return ()  # every pending rule's cancel is admissible anyway
-    dtype, word = home.types[device], home.words[device]
+        return (), ()  # every pending rule's cancel is admissible anyway
     cache = home.commands
     if op == "set":
-        do = f"set {word} to {(POSITIONS if dtype == BLIND else _NUMBERS)[value]}"
+        do = home.set_to[device] + _level_text(home.types[device], value)
     else:
-        do = f"adjust {word} by {value:+d}"
-    cache[do] = _tuple(_Command, (op, device, op, value, -1, "", 0, -1))
+        do = home.adjust_by[device] + _SIGNED[value]
+    if do not in cache:  # most tasks repeat a command of the episode: skip the parse then
+        cache[do] = _tuple(_Command, (op, device, op, value, -1, "", 0, -1))
     # The same number read the other way: an increment as an overwrite or back.
     other = None
+    dtype = home.types[device]
     if dtype != BLIND:
         if op == "set" and value:
             other_op, other_value = "adjust", value
-            other = f"adjust {word} by {value:+d}"
+            other = home.adjust_by[device] + _SIGNED[value]
         else:
             low, high = HEAT_RANGE if dtype == HEAT else LIGHT_RANGE
             other_op, other_value = "set", abs(value)
             if low <= other_value <= high:
-                other = f"set {word} to {_NUMBERS[other_value]}"
-        if other:
+                other = home.set_to[device] + _NUMBERS[other_value]
+        if other is not None and other not in cache:
             parsed = (other_op, device, other_op, other_value, -1, "", 0, -1)
             cache[other] = _tuple(_Command, parsed)
     if kind == "now":
-        return (do, other) if other else (do,)
+        if other is None:
+            return (do,), (do,)
+        return (do, other), ((do, other) if other != do else (do,))
     if person < 0:
-        when = f"in {delay} min"
+        when = f"schedule in {delay} min: "
     else:
-        verb = "arrives" if on == "arrive" else "leaves"
-        when = f"when {home.names[person]} {verb}" + (f", in {delay} min" if delay else "")
+        verb = "arrives: " if on == "arrive" else "leaves: "
+        if delay:
+            verb = f"{verb[:-2]}, in {delay} min: "
+        when = f"schedule when {home.names[person]} {verb}"
     # The right rule, and the condition applied now.
-    schedule = f"schedule {when}: {do}"
+    schedule = when + do
     cache[schedule] = _tuple(_Command, ("schedule", device, op, value, person, on, delay, -1))
-    if other:
-        other_schedule = f"schedule {when}: {other}"
-        cache[other_schedule] = _tuple(
-            _Command, ("schedule", device, other_op, other_value, person, on, delay, -1)
-        )
-        return schedule, do, other_schedule
-    return schedule, do
+    if other is None:
+        return (schedule, do), (schedule, do)
+    if other == do:
+        return (schedule, do, schedule), (schedule, do)
+    other_schedule = when + other
+    cache[other_schedule] = _tuple(
+        _Command, ("schedule", device, other_op, other_value, person, on, delay, -1)
+    )
+    return (schedule, do, other_schedule), (schedule, do, other_schedule)
 
 
 # --- commands --------------------------------------------------------------------------
@@ -1291,35 +1346,34 @@ class _Draft(_Lcg):
     (rarely more than twice a step), never mutates them. ``changes`` lists the step's
     ``(subject, relation, before, after)`` changes in order; ``transition`` notes where
     the agent's command ends and the world's events begin, to split the delta by cause.
-    Its draws are ``StepRng(seed, step)``'s.
+    Its draws are ``StepRng(seed, step)``'s; ``lines`` and ``mentioned`` are the step's
+    lists, shared with ``transition``, which made them before it needed a draft.
     """
 
     __slots__ = (
-        "admissible", "changes", "dirty", "home", "level_at", "levels", "lines", "max_score",
-        "mentioned", "next_due", "params", "pending", "present", "present_at", "relative",
-        "reward", "rules", "score", "seed", "step", "tasks", "timers_dirty",
+        "admissible", "changes", "home", "level_at", "levels", "lines", "max_score",
+        "mentioned", "next_due", "pending", "present", "present_at", "relative", "reward",
+        "rules", "step", "tasks", "timers_dirty",
     )  # fmt: skip
 
-    def __init__(self, state: SmartHomeState) -> None:
-        """Start the step after ``state``'s."""
-        # One unpacking of the state's fields (``_`` for those the draft rebuilds).
+    def __init__(
+        self, state: SmartHomeState, step: int, x: int, lines: list[str], mentioned: list[str]
+    ) -> None:
+        """Start step ``step`` (the one after ``state``'s) with the generator at ``x``."""
+        # One unpacking of the world's fields (``freeze`` takes the others from ``state``
+        # or makes them anew). A slice of the state is a plain tuple: the fast unpacking.
         (
-            self.params, self.seed, step, home, self.levels, self.level_at, self.relative,
-            self.present, self.present_at, self.rules, self.pending, self.tasks,
-            _, _, _, _, _, _, self.score, self.max_score, self.admissible, self.next_due,
-        ) = state  # fmt: skip
-        self.home = home
-        self.step = step = step + 1
-        starts = home.starts.get(step >> 6)  # StepRng(seed, step).x, by blocks of 64 steps
-        if starts is None:
-            starts = home.starts[step >> 6] = _starts(home.seed_mix, step & ~63)
-        self.x = starts[step & 63]
-        self.lines: list[str] = []
-        self.mentioned: list[str] = []
+            self.home, self.levels, self.level_at, self.relative, self.present,
+            self.present_at, self.rules, self.pending, self.tasks, self.admissible,
+            self.next_due, self.max_score,
+        ) = state[_S_HOME:_S_SCORE]  # fmt: skip
+        self.step = step
+        self.x = x
+        self.lines = lines
+        self.mentioned = mentioned
         self.changes: list[tuple[str, str, str | None, str]] = []
         self.reward = 0
-        self.dirty = False  # tasks or pending rules changed: recompute admissible
-        self.timers_dirty = False  # a rule changed: recompute next_due
+        self.timers_dirty = False  # a timed rule left: recompute next_due
 
     # -- text --
 
@@ -1329,20 +1383,18 @@ class _Draft(_Lcg):
         ``entities`` are the ids the line names. A paraphrase at ``paraphrase_rate``: one
         draw, and a second to pick which (``StepDraft.say``'s draws).
         """
-        others, formats, fmt, permutation = _FORMATS[kind]
+        others, formats, fmt, reorder = _FORMATS[kind]
         if others:
             x = (self.x * 0x5DEECE66D + 11) & _M48
             if x < self.home.paraphrase_x:
                 x = (x * 0x5DEECE66D + 11) & _M48
-                fmt, permutation = formats[(((x >> 16) * others) >> 32) + 1]
+                fmt, reorder = formats[(((x >> 16) * others) >> 32) + 1]
             self.x = x
-        if not texts:
+        if texts:
+            self.lines.append(fmt % (reorder(texts) if reorder else texts))
+            self.mentioned += entities
+        else:
             self.lines.append(fmt)
-            return
-        if permutation is not None:
-            texts = tuple([texts[k] for k in permutation])
-        self.lines.append(fmt % texts)
-        self.mentioned.extend(entities)
 
     def say_canon(self, kind: str, *values: str) -> None:
         """``say`` with canonical values (ids), turned to text by the slot types.
@@ -1353,60 +1405,40 @@ class _Draft(_Lcg):
         texts = tuple([_TO_TEXT[slot](value) for slot, value in zip(order, values, strict=True)])
         self.say(kind, texts, tuple([values[k] for k in entities]))
 
-    def chatter(self) -> None:
-        """Insert the distractor lines anywhere after the first (``StepRng.bits`` draws)."""
-        lines, x = self.lines, self.x
-        for _ in range(self.home.distractors):
-            # One draw: 16 bits each for the line, the person and the position.
-            x = (x * 0x5DEECE66D + 11) & _M48
-            bits = x ^ (x >> 24) ^ ((x * 0x9E3779B1) & _M48)  # < 2**48
-            variant = ((bits & 0xFFFF) * _N_CHATTER) >> 16
-            if _CHATTER_PERSON[variant]:
-                said = self.home.chatter[variant]  # (line, person) per person
-                # ((bits >> 16) & 0xFFFF) * n >> 16, with one operation less
-                line, person = said[((bits & 0xFFFF0000) * len(said)) >> 32]
-                self.mentioned.append(person)
-            else:
-                line = _CHATTER[variant]
-            if len(lines) == 1:  # after the reply, the only place (bits >> 32 < 2**16)
-                lines.append(line)
-            else:
-                lines.insert(1 + (((bits >> 32) * len(lines)) >> 16), line)
-        self.x = x
-
-    def state_line(self, device: int, context: int = _STATE, owner: int = -1) -> None:
-        """State a device's level: at reset or a firing, as a reply, or changed by hand.
-
-        ``owner`` is the person who changed it by hand (``_BY_HAND``).
-        """
-        home = self.home
-        dtype, level = home.types[device], self.levels[device]
-        level_at = list(self.level_at)  # _put, inlined
-        level_at[device] = self.step
-        self.level_at = tuple(level_at)
-        text = POSITIONS[level] if dtype == BLIND else _NUMBERS[level]
-        kind = _LEVEL_KINDS[dtype][context]
-        if owner < 0:
-            self.say(kind, (home.words[device], text), (home.devices[device],))
-        else:
-            texts = (home.titles[owner], home.words[device], text)
-            self.say(kind, texts, (home.persons[owner], home.devices[device]))
-
     # -- facts --
 
-    def set_level(self, device: int, level: int, relative: bool) -> None:
+    def set_level(
+        self, device: int, level: int, relative: bool, context: int, owner: int = -1
+    ) -> None:
+        """Set a device's level and state it: at reset or a firing, as a reply, or by hand.
+
+        ``relative``: the change was an adjustment. ``context`` is ``_STATE``, ``_DONE``
+        or ``_BY_HAND``, with ``owner`` the person who changed it by hand.
+        """
+        home = self.home
+        dtype = home.types[device]
+        texts = POSITIONS if dtype == BLIND else _NUMBERS
         old = self.levels[device]
         if old != level:
-            home = self.home
-            texts = POSITIONS if home.types[device] == BLIND else _NUMBERS
-            before, after = texts[old], texts[level]
-            self.changes.append((home.devices[device], home.relation[device], before, after))
-            self.levels = _put(self.levels, device, level)
+            self.changes.append((home.devices[device], home.relation[device], texts[old],
+                                 texts[level]))  # fmt: skip
+            levels = list(self.levels)  # _put, inlined
+            levels[device] = level
+            self.levels = tuple(levels)
         if relative:
             if device not in self.relative:
                 self.relative = self.relative | {device}
         elif device in self.relative:
             self.relative = self.relative - {device}
+        level_at = list(self.level_at)
+        level_at[device] = self.step
+        self.level_at = tuple(level_at)
+        kind = _LEVEL_KINDS[dtype][context]
+        if owner < 0:
+            self.say(kind, (home.words[device], texts[level]), (home.devices[device],))
+        else:
+            texts = (home.titles[owner], home.words[device], texts[level])
+            self.say(kind, texts, (home.persons[owner], home.devices[device]))
 
     def set_present(self, person: int, home_now: bool) -> None:
         before = "home" if self.present[person] else "away"
@@ -1415,29 +1447,55 @@ class _Draft(_Lcg):
         self.present = _put(self.present, person, home_now)
         self.present_at = _put(self.present_at, person, self.step)
 
+    # -- admissible commands --
+
+    def admit(self, commands: tuple[str, ...]) -> None:
+        """Add ``commands``, distinct and none admissible yet, to the admissible ones.
+
+        None is: see ``unadmit``. The admissible commands are kept sorted here rather
+        than rebuilt (a set, then sorted) at every change.
+        """
+        admissible = [*self.admissible, *commands]
+        admissible.sort()  # cheap: the old part is one sorted run
+        self.admissible = tuple(admissible)
+
+    def unadmit(self, commands: tuple[str, ...]) -> None:
+        """Remove ``commands`` from the admissible ones.
+
+        No command belongs to two open sources: a task's commands name its device, no
+        two open tasks share a device, and a cancel names its rule.
+        """
+        admissible = list(self.admissible)
+        for command in commands:
+            if command in admissible:  # a task's commands may repeat (set to 0 either way)
+                admissible.remove(command)
+        self.admissible = tuple(admissible)
+
     # -- tasks --
 
     def close_task(self, task: Task) -> None:
         tasks = self.tasks
         k = tasks.index(task)  # tasks are distinct (each is given at its own step)
         self.tasks = tasks[:k] + tasks[k + 1 :]
-        self.dirty = True
+        if task[_T_COMMANDS]:
+            self.unadmit(task[_T_COMMANDS])
 
     def add_task(
         self, kind: str, device: int, op: str, value: int, person: int, on: str, delay: int,
         rule: int,
     ) -> None:  # fmt: skip
-        commands = _task_commands(self.home, kind, device, op, value, person, on, delay)
+        commands, distinct = _task_commands(self.home, kind, device, op, value, person, on, delay)
         task = _tuple(Task, (kind, device, op, value, person, on, delay, rule, self.step, commands))
         self.tasks = (*self.tasks, task)
         self.max_score += 1
-        self.dirty = True
+        if commands:
+            self.admit(distinct)
 
     def free_devices(self) -> tuple[int, ...] | list[int]:
         """Devices no open instruction is about, in order."""
         if not self.tasks:
             return self.home.device_ids
-        return sorted(self.home.device_set.difference([t[_T_DEVICE] for t in self.tasks]))
+        return sorted(self.home.device_set.difference(map(_TASK_DEVICE, self.tasks)))
 
     # -- rules --
 
@@ -1464,47 +1522,55 @@ class _Draft(_Lcg):
         self.rules = rules + (rule,)  # noqa: RUF005  (a third of the time of (*rules, rule))
         self.changes.append((name.id, None, None, rule))
         self.pending = (*self.pending, i)
-        self.dirty = self.timers_dirty = True
-        self.home.commands[name.cancel] = name.command  # its cancel is admissible now
+        if due >= 0 and (due < self.next_due or self.next_due < 0):
+            self.next_due = due
+        self.admit((name.cancel,))
+        self.home.commands[name.cancel] = name.command  # its cancel parses without _parse
         return rule
 
     def set_status(self, i: int, status: str, due: int) -> None:
-        """Move rule ``i`` to ``status`` (and ``due``) at this step."""
-        rid, device, trigger, on, delay, op, value, old, _, owner, created, _ = self.rules[i]
-        rule = _tuple(
-            Rule, (rid, device, trigger, on, delay, op, value, status, due, owner, created,
-                   self.step),
-        )  # fmt: skip
-        self.rules = _put(self.rules, i, rule)
+        """Move pending rule ``i`` to ``status`` (and ``due``) at this step.
+
+        ``status`` is ``waiting`` (still pending), ``fired`` or ``cancelled``.
+        """
+        rules = self.rules
+        rule = rules[i]
+        old, old_due = rule[_R_STATUS], rule[_R_DUE]
+        rules = list(rules)  # _put, inlined
+        changed = (status, due, rule[_R_OWNER], rule[_R_CREATED], self.step)
+        rules[i] = _tuple(Rule, rule[:_R_STATUS] + changed)
+        self.rules = tuple(rules)
         if old != status:
-            self.changes.append((rid, "status", old, status))
-        self.timers_dirty = True
-        pending = status in ("armed", "waiting")
-        if pending != (i in self.pending):
-            if pending:
-                self.pending = (*self.pending, i)
-            else:
-                k = self.pending.index(i)
-                self.pending = self.pending[:k] + self.pending[k + 1 :]
-            self.dirty = True
+            self.changes.append((rule[0], "status", old, status))
+        if due >= 0:  # now waiting: its time is set
+            if due < self.next_due or self.next_due < 0:
+                self.next_due = due
+        elif old_due >= 0 and old_due == self.next_due:
+            self.timers_dirty = True  # the next rule due may be a later one now
+        if status != "waiting":
+            pending = self.pending
+            k = pending.index(i)
+            self.pending = pending[:k] + pending[k + 1 :]
+            self.unadmit((_rule_name(i).cancel,))
 
     def announce_rule(self, rule: Rule, owner: int = -1) -> None:
         """State a new rule's facts; ``owner`` is the person who made it, or -1 (agent)."""
-        home, device, rid = self.home, rule.device, rule.id
-        if rule.op == "set":
-            effect = "set to " + _level_text(home.types[device], rule.value)
+        home = self.home
+        rid, device, trigger, on, delay, op, value = rule[:_R_STATUS]  # a plain tuple: fast
+        if op == "set":
+            effect = "set to " + _level_text(home.types[device], value)
         else:
-            effect = ("raised by " if rule.value >= 0 else "lowered by ") + str(abs(rule.value))
+            effect = ("raised by " if value >= 0 else "lowered by ") + _NUMBERS[abs(value)]
         name, word = "R" + rid[6:], home.words[device]
-        if rule.trigger >= 0:
-            person = rule.trigger
-            on = "gets home" if rule.on == "arrive" else "leaves"
-            delay = f"{rule.delay} minutes later" if rule.delay else "right away"
-            texts: tuple[str, ...] = (name, home.titles[person], on, delay, word, effect)
-            entities: tuple[str, ...] = (rid, home.persons[person], home.devices[device])
+        if trigger >= 0:
+            on_text = "gets home" if on == "arrive" else "leaves"
+            texts: tuple[str, ...] = (
+                name, home.titles[trigger], on_text, _LATER[delay], word, effect
+            )  # fmt: skip
+            entities: tuple[str, ...] = (rid, home.persons[trigger], home.devices[device])
             kind = "rule_person"
         else:
-            texts = (name, str(rule.delay), word, effect)
+            texts = (name, _NUMBERS[delay], word, effect)
             entities = (rid, home.devices[device])
             kind = "rule_timer"
         if owner >= 0:
@@ -1545,19 +1611,18 @@ class _Draft(_Lcg):
         device = rule.device
         dtype = self.home.types[device]
         level = _apply(rule.op, rule.value, self.levels[device], dtype)
-        self.set_level(device, level, relative=rule.op == "adjust")
-        self.state_line(device)
+        self.set_level(device, level, rule.op == "adjust", _STATE)
         for task in self.tasks:
             if task.kind == "cancel" and task.rule == i:
                 self.reward -= 1  # the user asked for it to be cancelled, and it ran
                 self.close_task(task)
 
-    def freeze(self, probe_x: int, split: int = 0) -> SmartHomeState:
-        """Return the new state; ``changes[:split]`` are the agent's, the rest the world's.
+    def freeze(self, state: SmartHomeState, probe_x: int, split: int) -> SmartHomeState:
+        """Return the step's new state; ``state`` is the one it started from.
 
-        ``probe_x``: where this step's probes are drawn from, or -1 for none.
+        ``changes[:split]`` are the agent's, the rest the world's. ``probe_x``: where this
+        step's probes are drawn from, or -1 for none.
         """
-        admissible = _admissible(self.pending, self.tasks) if self.dirty else self.admissible
         next_due = self.next_due
         if self.timers_dirty:
             rules = self.rules
@@ -1578,28 +1643,38 @@ class _Draft(_Lcg):
         reward = self.reward
         # Positional, in field order: the state is built every step.
         return _tuple(SmartHomeState, (
-            self.params, self.seed, self.step, self.home, self.levels, self.level_at,
-            self.relative, self.present, self.present_at, self.rules, self.pending,
-            self.tasks, "\n".join(self.lines), tuple(self.mentioned), probe_x, action_changes,
-            event_changes, reward, self.score + reward, self.max_score, admissible, next_due,
+            state[0], state[1], self.home, self.levels, self.level_at, self.relative,
+            self.present, self.present_at, self.rules, self.pending, self.tasks,
+            self.admissible, next_due, self.max_score, state[_S_SCORE] + reward, self.step,
+            "\n".join(self.lines), tuple(self.mentioned), probe_x, action_changes,
+            event_changes, reward,
         ))  # fmt: skip
 
 
-def _admissible(pending: tuple[int, ...], tasks: tuple[Task, ...]) -> tuple[str, ...]:
-    """``wait``, the cancel of each pending rule and the commands of each open task, sorted.
+def _chatter(home: _Home, x: int, lines: list[str], mentioned: list[str]) -> int:
+    """Insert the distractor lines anywhere after the first; return the generator's ``x``.
 
-    A task's commands may repeat (setting a light to 0 reads the same either way).
+    One ``StepRng.bits`` draw a line: 16 bits each for the line, the person and the
+    position.
     """
-    actions = {"wait"}
-    if pending:
-        names = _RULE_NAMES
-        if max(pending) >= len(names):  # a state from another process
-            _rule_name(max(pending))
-        for i in pending:
-            actions.add(names[i].cancel)
-    for task in tasks:
-        actions.update(task.commands)
-    return tuple(sorted(actions))
+    n = home.distractors
+    while n:
+        n -= 1
+        x = (x * 0x5DEECE66D + 11) & _M48
+        bits = x ^ (x >> 24) ^ ((x * 0x9E3779B1) & _M48)  # < 2**48
+        variant = ((bits & 0xFFFF) * _N_CHATTER) >> 16
+        said = home.chatter[variant]
+        if _CHATTER_PERSON[variant]:  # said: (line, person) per person
+            # ((bits >> 16) & 0xFFFF) * n >> 16, with one operation less
+            line, person = said[((bits & 0xFFFF0000) * len(said)) >> 32]
+            mentioned.append(person)
+        else:
+            line = said
+        if len(lines) == 1:  # after the reply, the only place (bits >> 32 < 2**16)
+            lines.append(line)
+        else:
+            lines.insert(1 + (((bits >> 32) * len(lines)) >> 16), line)
+    return x
 
 
 # --- the pure core ---------------------------------------------------------------------
@@ -1711,11 +1786,13 @@ class SmartHomeFuncEnv(
         chatter = tuple(
             tuple((t.format(person=title), p) for title, p in zip(titles, persons, strict=True))
             if has_person
-            else ()
+            else t
             for t, has_person in zip(_CHATTER, _CHATTER_PERSON, strict=True)
         )
         home = _Home(
             devices=tuple(devices), types=types, words=words,
+            set_to=tuple(f"set {w} to " for w in words),
+            adjust_by=tuple(f"adjust {w} by " for w in words),
             by_words={w: i for i, w in enumerate(words)},
             persons=persons, names=tuple(names), by_name={n: i for i, n in enumerate(names)},
             relation=tuple(("brightness", "position", "target")[t] for t in types),
@@ -1723,9 +1800,10 @@ class SmartHomeFuncEnv(
             device_set=frozenset(range(len(devices))), chatter=chatter,
             locations=tuple((Fact(p, "location", "away"), Fact(p, "location", "home"))
                             for p in persons),
-            paraphrase_x=params.paraphrase_rate * _ONE, indirection_x=params.indirection * _ONE,
+            paraphrase_x=math.ceil(params.paraphrase_rate * _ONE),
+            indirection_x=math.ceil(params.indirection * _ONE),
             distractors=params.distractors, seed_mix=(seed * 0x9E3779B97F4A7C15 + 1) & _M64,
-            starts=_Cache(), commands=_Cache(), facts=_Cache(),
+            horizon=params.horizon, starts=_Starts(), commands=_Cache(), facts=_Cache(),
         )  # fmt: skip
         levels = tuple(
             r.below(11) * 10 if t == LIGHT else r.below(2) if t == BLIND else 18 + r.below(5)
@@ -1741,10 +1819,10 @@ class SmartHomeFuncEnv(
             event_changes=none, reward=0, score=0, max_score=0, admissible=("wait",),
             next_due=-1,
         )  # fmt: skip
-        d = _Draft(blank)  # the reset is step 0
+        d = _Draft(blank, 0, _step_x(home, 0), [], [])  # the reset is step 0
         d.say("intro")
         for i in range(len(devices)):
-            d.state_line(i)
+            d.set_level(i, levels[i], False, _STATE)  # the level it has: no change
             d.changes.append((devices[i], home.relation[i], None, _level_text(types[i], levels[i])))
         for i, pid in enumerate(persons):
             where = "home" if present[i] else "away"
@@ -1752,8 +1830,8 @@ class SmartHomeFuncEnv(
             d.changes.append((pid, "location", None, where))
         for _ in range(params.load // 2):
             _house_rule(d)
-        d.chatter()
-        return d.freeze(-1)
+        _chatter(home, d.x, d.lines, d.mentioned)
+        return d.freeze(blank, -1, 0)
 
     def transition(
         self, state: SmartHomeState, action: str, rng: Any = None, params: Any = None
@@ -1763,25 +1841,94 @@ class SmartHomeFuncEnv(
         A rejected command spends the move with a reply and leaves the world as it was:
         no events, no probes.
         """
-        d = _Draft(state)
-        commands = d.home.commands
+        # The step path, written out for speed: the reply to ``wait``, the world's dice
+        # and the chatter run on locals, and a ``_Draft`` (the world, to change) is made
+        # only once the command or an event changes something. About a quarter of the
+        # steps need none: their world is ``state``'s, kept as one slice.
+        home = state[_S_HOME]
+        step = state[_S_STEP] + 1
         try:
-            cmd = commands[action]
+            x = home.starts[step]  # _step_x's common case, inlined
+        except IndexError:
+            x = _step_x(home, step)
+        lines: list[str] = []
+        mentioned: list[str] = []
+        try:
+            cmd = home.commands[action]
         except (KeyError, TypeError):  # not seen yet, or not even hashable
-            cmd = _parse(d.home, d.rules, action)
+            cmd = _parse(home, state[_S_RULES], action)
             if type(cmd) is not _Command:
+                d = _Draft(state, step, x, lines, mentioned)
                 kind, values = cmd
                 d.say_canon(kind, *values)
-                return d.freeze(-1)
-            commands[action] = cmd  # a command that parsed is a string
-        if cmd is _WAIT:  # the most common command, and the simplest
-            d.say("waited")
-        elif not _command(d, cmd):
-            return d.freeze(-1)
-        split = len(d.changes)
-        _events(d)
-        d.chatter()
-        return d.freeze(d.x, split)  # the probes are drawn from here when asked
+                return d.freeze(state, -1, 0)
+            home.commands[action] = cmd  # a command that parsed is a string
+        d = None
+        if cmd is _WAIT:  # the most common command: its reply is _Draft.say("waited")'s
+            x = (x * 0x5DEECE66D + 11) & _M48
+            if x < home.paraphrase_x:
+                x = (x * 0x5DEECE66D + 11) & _M48
+                lines.append(_WAITED[(((x >> 16) * _WAITED_OTHERS) >> 32) + 1])
+            else:
+                lines.append(_WAITED[0])
+            next_due, split = state[_S_NEXT_DUE], 0
+        else:
+            d = _Draft(state, step, x, lines, mentioned)
+            if not _command(d, cmd):
+                return d.freeze(state, -1, 0)
+            x, next_due, split = d.x, d.next_due, len(d.changes)
+        # The world's events: rules due now, then five independent 9-bit rolls of one
+        # draw (StepRng.bits) for comings and goings, the household and the user.
+        if 0 <= next_due <= step:
+            if d is None:
+                d = _Draft(state, step, x, lines, mentioned)
+            for i in d.pending:  # the tuple as it was: firing replaces d.pending
+                if d.rules[i][_R_DUE] == step:
+                    d.fire(i)
+            x = d.x
+        x = (x * 0x5DEECE66D + 11) & _M48
+        bits = x ^ (x >> 24) ^ ((x * 0x9E3779B1) & _M48)
+        move = bits & _MOVE_MASK < _MOVE_BOUND
+        by_hand = bits & _MANUAL_MASK < _MANUAL_BOUND
+        house_rule = bits & _HOUSE_RULE_MASK < _HOUSE_RULE_BOUND
+        house_cancel = bits & _HOUSE_CANCEL_MASK < _HOUSE_CANCEL_BOUND
+        instruct = bits & _INSTRUCT_MASK < _INSTRUCT_BOUND
+        if move or by_hand or house_rule or house_cancel or instruct:
+            if d is None:
+                d = _Draft(state, step, x, lines, mentioned)
+            else:
+                d.x = x
+            if move:
+                _move(d)
+            if by_hand:
+                _by_hand(d)
+            if house_rule:
+                _house_rule(d)
+            if house_cancel:
+                _house_cancel(d)
+            if instruct:
+                _instruct(d)
+            x = d.x
+        n = home.distractors  # _chatter, inlined
+        while n:
+            n -= 1
+            x = (x * 0x5DEECE66D + 11) & _M48
+            bits = x ^ (x >> 24) ^ ((x * 0x9E3779B1) & _M48)
+            variant = ((bits & 0xFFFF) * _N_CHATTER) >> 16
+            said = home.chatter[variant]
+            if _CHATTER_PERSON[variant]:
+                line, person = said[((bits & 0xFFFF0000) * len(said)) >> 32]
+                mentioned.append(person)
+            else:
+                line = said
+            if len(lines) == 1:
+                lines.append(line)
+            else:
+                lines.insert(1 + (((bits >> 32) * len(lines)) >> 16), line)
+        if d is None:  # the world as it was; the probes are drawn from x when asked
+            news = (step, "\n".join(lines), tuple(mentioned), x, (), (), 0)
+            return _tuple(SmartHomeState, state[:_S_STEP] + news)
+        return d.freeze(state, x, split)
 
     # The shell's per-step calls read the state by position: a NamedTuple's attributes
     # are much slower to read than its items.
@@ -1877,11 +2024,11 @@ def _command(d: _Draft, cmd: _Command) -> bool:
         if i >= len(d.rules):  # parsed on a branch of the episode with more rules
             d.say_canon("unknown_rule", f"rule:r{i + 1}")
             return False
-        rid = d.rules[i].id
+        name = _rule_name(i)
         if i not in d.pending:
-            d.say_canon("rule_over", rid)
+            d.say_canon("rule_over", name.id)
             return False
-        d.say("rule_cancelled", ("R" + rid[6:],), (rid,))
+        d.say("rule_cancelled", (name.text,), (name.id,))
         d.set_status(i, "cancelled", -1)
         for task in d.tasks:
             if task[_T_KIND] == "cancel" and task[_T_RULE] == i:
@@ -1918,7 +2065,12 @@ def _command(d: _Draft, cmd: _Command) -> bool:
     # set / adjust now
     dtype = home.types[device]
     before = d.levels[device]
-    level = _apply(op, value, before, dtype)
+    if op == "set":  # _apply, inlined
+        level = value
+    else:
+        low, high = HEAT_RANGE if dtype == HEAT else LIGHT_RANGE
+        level = before + value
+        level = low if level < low else high if level > high else level
     for task in d.tasks:
         if task[_T_DEVICE] == device and task[_T_KIND] == "now":
             wanted = _apply(task[_T_OP], task[_T_VALUE], before, dtype)
@@ -1928,31 +2080,8 @@ def _command(d: _Draft, cmd: _Command) -> bool:
     else:
         if level != before:
             d.reward -= 1  # nobody asked for this change (or not yet: a condition applied now)
-    d.set_level(device, level, relative=op == "adjust")
-    d.state_line(device, _DONE)
+    d.set_level(device, level, op == "adjust", _DONE)
     return True
-
-
-def _events(d: _Draft) -> None:
-    """Timers and waiting rules due now; comings and goings; the household; the user."""
-    step = d.step
-    if 0 <= d.next_due <= step:
-        for i in d.pending:  # the tuple as it was: firing replaces d.pending
-            if d.rules[i][_R_DUE] == step:
-                d.fire(i)
-    # One 48-bit draw (StepRng.bits) makes the step's five independent rolls (9 bits each).
-    d.x = x = (d.x * 0x5DEECE66D + 11) & _M48
-    bits = x ^ (x >> 24) ^ ((x * 0x9E3779B1) & _M48)
-    if bits & _MOVE_MASK < _MOVE_BOUND:
-        _move(d)
-    if bits & _MANUAL_MASK < _MANUAL_BOUND:
-        _by_hand(d)
-    if bits & _HOUSE_RULE_MASK < _HOUSE_RULE_BOUND:
-        _house_rule(d)
-    if bits & _HOUSE_CANCEL_MASK < _HOUSE_CANCEL_BOUND:
-        _house_cancel(d)
-    if bits & _INSTRUCT_MASK < _INSTRUCT_BOUND:
-        _instruct(d)
 
 
 def _move(d: _Draft) -> None:
@@ -1983,8 +2112,7 @@ def _by_hand(d: _Draft) -> None:
     if owners and free:
         device = d.choice(free)
         level = _random_level(d, d.home.types[device], d.levels[device])
-        d.set_level(device, level, relative=False)
-        d.state_line(device, _BY_HAND, owner=d.choice(owners))
+        d.set_level(device, level, False, _BY_HAND, d.choice(owners))
 
 
 def _house_cancel(d: _Draft) -> None:
@@ -1999,16 +2127,23 @@ def _house_cancel(d: _Draft) -> None:
         d.set_status(i, "cancelled", -1)
 
 
-def _random_level(rng: _Lcg | StepRng, dtype: int, avoid: int) -> int:
+def _random_level(rng: _Lcg, dtype: int, avoid: int) -> int:
     if dtype == BLIND:
         return 1 - avoid
-    while True:
-        level = rng.below(11) * 10 if dtype == LIGHT else HEAT_RANGE[0] + 2 + rng.below(10)
+    x = rng.x
+    while True:  # rng.below(11) * 10 or 17 + rng.below(10), inlined
+        x = (x * 0x5DEECE66D + 11) & _M48
+        if dtype == LIGHT:
+            level = (((x >> 16) * 11) >> 32) * 10
+        else:
+            level = HEAT_RANGE[0] + 2 + (((x >> 16) * 10) >> 32)
         if level != avoid:
+            rng.x = x
             return level
 
 
 _PHRASES = ("set", "set", "up", "down", "nudge_up", "nudge_down")
+_TRIES = range(8)  # tries at a change that stays in range (made once: range() costs)
 
 
 def _random_change(rng: _Lcg, dtype: int, level: int, now: bool) -> tuple[str, str, int]:
@@ -2017,16 +2152,23 @@ def _random_change(rng: _Lcg, dtype: int, level: int, now: bool) -> tuple[str, s
         return "set", "set", (1 - level if now else rng.below(2))
     low, high = HEAT_RANGE if dtype == HEAT else LIGHT_RANGE
     unit = 1 if dtype == HEAT else 10
-    for _ in range(8):
-        rng.x = x = (rng.x * 0x5DEECE66D + 11) & _M48  # rng.choice(_PHRASES), inlined
-        phrase = _PHRASES[((x >> 16) * len(_PHRASES)) >> 32]
+    x = rng.x
+    for _ in _TRIES:
+        x = (x * 0x5DEECE66D + 11) & _M48  # rng.choice(_PHRASES), inlined
+        phrase = _PHRASES[((x >> 16) * 6) >> 32]
         if phrase == "set":
-            value = _random_level(rng, dtype, level)
-            return phrase, "set", value
-        size = unit if phrase[0] == "n" else unit * (1 + rng.below(4))  # a nudge: one unit
+            rng.x = x
+            return phrase, "set", _random_level(rng, dtype, level)
+        if phrase[0] == "n":  # a nudge: one unit
+            size = unit
+        else:  # unit * (1 + rng.below(4)), inlined
+            x = (x * 0x5DEECE66D + 11) & _M48
+            size = unit * (1 + (((x >> 16) * 4) >> 32))
         value = size if phrase[-1] == "p" else -size  # up or down
         if not now or low <= level + value <= high:
+            rng.x = x
             return phrase, "adjust", value
+    rng.x = x
     return "set", "set", _random_level(rng, dtype, level)
 
 
@@ -2037,49 +2179,45 @@ def _instruct(d: _Draft) -> None:
     d.x = x = (d.x * 0x5DEECE66D + 11) & _M48
     kind = _KIND_BY_ROLL[((x >> 16) * 100) >> 32]
     if kind == "cancel":
-        asked = {t.rule for t in d.tasks if t.kind == "cancel"}
-        open_rules = [i for i in d.pending if i not in asked]
-        if open_rules:
-            i = d.choice(open_rules)
-            rule = d.rules[i]
-            d.add_task("cancel", rule.device, "", 0, -1, "", 0, i)
-            device, word = home.devices[rule.device], home.words[rule.device]
-            if d.draw() >= home.indirection_x:
-                d.say("ask_cancel", (_rule_name(i).text,), (rule.id,))
-            elif rule.trigger >= 0:
-                person = home.titles[rule.trigger]
-                d.say("ask_cancel_desc", (word, person), (device, home.persons[rule.trigger]))
-            else:
-                d.say("ask_cancel_timer_desc", (word, "timer"), (device,))
+        if _ask_cancel(d):
             return
         kind = "now"
-    free = d.free_devices()
-    if not free:
-        return
-    d.x = x = (d.x * 0x5DEECE66D + 11) & _M48
+        x = d.x
+    tasks = d.tasks
+    if tasks:  # the devices no open instruction is about
+        free = sorted(home.device_set.difference(map(_TASK_DEVICE, tasks)))
+        if not free:
+            return
+    else:
+        free = home.device_ids
+    x = (x * 0x5DEECE66D + 11) & _M48
     device = free[((x >> 16) * len(free)) >> 32]
-    dtype = home.types[device]
     person, on, delay = -1, "time", 0
-    if kind == "when" or kind == "nested":
-        d.x = x = (x * 0x5DEECE66D + 11) & _M48
-        person = ((x >> 16) * len(home.persons)) >> 32
-        on = "leave" if d.present[person] else "arrive"
-    if kind == "timer" or kind == "nested":
-        d.x = x = (d.x * 0x5DEECE66D + 11) & _M48
-        delay = DELAYS[((x >> 16) * len(DELAYS)) >> 32]
-    if kind != "now" and d.rule_on(person, device):
-        return  # the pending rule there must stay the only one for its description
-    phrase, op, value = _random_change(d, dtype, d.levels[device], now=kind == "now")
+    if kind != "now":
+        if kind != "timer":  # when or nested
+            x = (x * 0x5DEECE66D + 11) & _M48
+            person = ((x >> 16) * len(home.persons)) >> 32
+            on = "leave" if d.present[person] else "arrive"
+        if kind != "when":  # timer or nested
+            x = (x * 0x5DEECE66D + 11) & _M48
+            delay = DELAYS[((x >> 16) * 5) >> 32]
+        if d.rule_on(person, device):
+            d.x = x
+            return  # the pending rule there must stay the only one for its description
+    d.x = x
+    dtype = home.types[device]
+    phrase, op, value = _random_change(d, dtype, d.levels[device], kind == "now")
     d.add_task(kind, device, op, value, person, on, delay, -1)
     # The texts in _ASK_ORDER: person, on, minutes, device, then setting or amount.
+    word = home.words[device]
     if phrase == "set":
-        texts: tuple[str, ...] = (home.words[device], _level_text(dtype, value))
+        texts: tuple[str, ...] = (word, _level_text(dtype, value))
     elif phrase[0] == "n":  # a nudge names no amount
-        texts = (home.words[device],)
+        texts = (word,)
     else:
-        texts = (home.words[device], str(abs(value)))
+        texts = (word, _NUMBERS[abs(value)])
     if delay:
-        texts = (str(delay), *texts)
+        texts = (_NUMBERS[delay], *texts)
     if person >= 0:
         on_text = "gets home" if on == "arrive" else "leaves"
         texts = (home.titles[person], on_text, *texts)
@@ -2087,6 +2225,27 @@ def _instruct(d: _Draft) -> None:
     else:
         entities = (home.devices[device],)
     d.say(_ASK_KINDS[kind][phrase], texts, entities)
+
+
+def _ask_cancel(d: _Draft) -> bool:
+    """The user asks to cancel a pending rule nobody asked about yet; False if none."""
+    asked = {t.rule for t in d.tasks if t.kind == "cancel"}
+    open_rules = [i for i in d.pending if i not in asked]
+    if not open_rules:
+        return False
+    home = d.home
+    i = d.choice(open_rules)
+    rule = d.rules[i]
+    d.add_task("cancel", rule.device, "", 0, -1, "", 0, i)
+    device, word = home.devices[rule.device], home.words[rule.device]
+    if d.draw() >= home.indirection_x:
+        d.say("ask_cancel", (_rule_name(i).text,), (rule.id,))
+    elif rule.trigger >= 0:
+        person = home.titles[rule.trigger]
+        d.say("ask_cancel_desc", (word, person), (device, home.persons[rule.trigger]))
+    else:
+        d.say("ask_cancel_timer_desc", (word, "timer"), (device,))
+    return True
 
 
 def _house_rule(d: _Draft) -> None:
@@ -2097,7 +2256,7 @@ def _house_rule(d: _Draft) -> None:
     person = d.below(len(home.persons)) if d.random() < 0.6 else -1
     if device in busy or d.rule_on(person, device):
         return
-    _, op, value = _random_change(d, home.types[device], d.levels[device], now=False)
+    _, op, value = _random_change(d, home.types[device], d.levels[device], False)
     if person >= 0:
         on = "leave" if d.present[person] else "arrive"
         delay = d.choice(DELAYS) if d.random() < 0.3 else 0

@@ -228,9 +228,24 @@ def _episode(
             _close_memory(memory, memory_plan)
 
 
+SECRET_KEYS = frozenset({"api_key"})
+"""Config keys left out of :func:`fingerprint`: a rotated credential is not a new setting."""
+
+
 def fingerprint(*specs: BaseModel) -> str:
-    """A short hash of the specs: a resumed run refuses rows made with other settings."""
-    text = json.dumps([s.model_dump(mode="json") for s in specs], sort_keys=True)
+    """A short hash of the specs: a resumed run refuses rows made with other settings.
+
+    Keys in :data:`SECRET_KEYS` are left out, at any depth.
+    """
+
+    def public(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: public(v) for k, v in value.items() if k not in SECRET_KEYS}
+        if isinstance(value, list):
+            return [public(v) for v in value]
+        return value
+
+    text = json.dumps([public(s.model_dump(mode="json")) for s in specs], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

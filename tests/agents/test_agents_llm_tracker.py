@@ -22,7 +22,7 @@ from wmkit.agents.policies import GreedyPolicy
 from wmkit.agents.trackers import ClaimMemory, LLMTracker
 from wmkit.agents.types import agent_view
 from wmkit.envs.parcel import read
-from wmkit.evals.suite import EvalConfig
+from wmkit.evals.suite import EvalConfig, fingerprint
 from wmkit.llm import ChatClient, LLMConfigError, LLMStatusError
 from wmkit.llm.prompts import OBSERVATION_HEADER
 from wmkit.world.types import Fact, WorldState
@@ -270,4 +270,20 @@ def test_llm_agent_config_without_endpoint_says_what_to_set(monkeypatch):
         instantiate(spec.tracker)
     assert isinstance(caught.value, LLMConfigError) or isinstance(
         caught.value.__cause__, LLMConfigError
+    )
+
+
+def test_a_rotated_api_key_keeps_the_run_resumable(monkeypatch):
+    # The key is a credential, not a setting: rows made with the old key still count.
+    monkeypatch.setenv("WMKIT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("WMKIT_LLM_API_KEY", "old-key")
+    old = _compose_llm_agent()
+    monkeypatch.setenv("WMKIT_LLM_API_KEY", "new-key")
+    new = _compose_llm_agent()
+    assert old.agents["llm"] != new.agents["llm"]  # the key did reach the spec
+    env = old.envs["parcel"]
+    assert fingerprint(env, old.agents["llm"]) == fingerprint(env, new.agents["llm"])
+    monkeypatch.setenv("WMKIT_LLM_MODEL", "another-model")
+    assert fingerprint(env, _compose_llm_agent().agents["llm"]) != fingerprint(
+        env, old.agents["llm"]
     )

@@ -14,6 +14,7 @@ and never from a test run::
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import string
 from pathlib import Path
@@ -40,6 +41,7 @@ from family_checks import (
 from gymnasium.utils.env_checker import check_env, data_equivalence
 
 import wmkit.envs  # noqa: F401  (registers wmkit/SmartHome-v0)
+from wmkit.envs.diagnostic import StepRng
 from wmkit.envs.smarthome import (
     _LINE_MAX,
     TEXT,
@@ -48,6 +50,7 @@ from wmkit.envs.smarthome import (
     SmartHomeParams,
     SmartHomeState,
     _apply,
+    _step_x,
     read,
 )
 from wmkit.envs.text import Message, MessageKind
@@ -504,10 +507,56 @@ def test_probes_are_true_and_anchored_with_short_and_long_chains():
     assert min(chains) <= 2 and max(chains) >= 200
 
 
-def test_snapshot_restore_reproduces_the_next_step():
+def test_snapshot_restore_and_pickle_reproduce_the_next_step():
+    # A pickled state travels without the episode's caches (parses, step seeds, facts).
     assert_snapshot_restore_reproduces(
-        make, lambda rng, info, env: pick_action(rng, info), "SmartHomeState"
+        make,
+        lambda rng, info, env: pick_action(rng, info),
+        "SmartHomeState",
+        carry=lambda token: pickle.loads(pickle.dumps(token)),
     )
+
+
+def test_kept_up_admissible_and_next_due_match_their_definitions():
+    # The step path updates both as tasks and rules come and go; here they are derived
+    # from the state's pending rules and open tasks, over play with restores.
+    env = make(horizon=1000, paraphrase_rate=1.0, load=6, people=4)
+    rng = random.Random(21)
+    _, info = env.reset(seed=21)
+    checked = kinds = 0
+    for step in range(1500):
+        state = env.snapshot()
+        cancels = {f"cancel r{i + 1}" for i in state.pending}
+        commands = {c for task in state.tasks for c in task.commands}
+        assert state.admissible == tuple(sorted({"wait", *cancels, *commands}))
+        assert info["admissible_actions"] == list(state.admissible)
+        dues = [state.rules[i].due for i in state.pending if state.rules[i].due >= 0]
+        assert state.next_due == (min(dues) if dues else -1)
+        checked += bool(dues)
+        kinds |= len({t.kind for t in state.tasks}) > 2
+        if step % 50 == 49:
+            env.restore(state)  # a branch: the same step again, another action
+        _, _, _, truncated, info = env.step(pick_action(rng, info))
+        if truncated:
+            _, info = env.reset(seed=step)
+    assert checked > 300 and kinds  # timed rules and mixed open instructions were seen
+
+
+def test_step_seeds_inside_and_past_the_horizon():
+    env = make(horizon=20)
+    env.reset(seed=5)
+    state = env.snapshot()
+    home, seed = state.home, state.seed
+    assert [_step_x(home, t) for t in range(40)] == [StepRng(seed, t).x for t in range(40)]
+    # A planner may look past the horizon: the core steps on with the same stream.
+    for _ in range(20):
+        state = env.core.transition(state, "wait")
+    assert state.step == 20
+    late = env.core.transition(state, "wait")
+    again = pickle.loads(pickle.dumps(state))  # its home arrives with no step seeds
+    assert not again.home.starts
+    assert env.core.transition(again, "wait") == late
+    assert late.step == 21 and late.text
 
 
 def test_state_hash_is_stable_and_follows_the_world():

@@ -12,6 +12,8 @@ each word here is paid for on every step. The reply format is the one of seed 00
 - ``DISTILL_SYSTEM`` and ``distill_user``: the ``LLMDistiller``'s prompt (seed 001 §4.1:
   a knowledge delta of entities, states, edges and rules from scenes), with the rule
   syntax of ``wmkit.knowledge.rules`` so that its rules can be read and checked.
+- ``VALUE_SYSTEM``, ``value_user`` and ``VALUE_HINT``: the ``LLMValue``'s prompt (seed
+  004 §3.2, the state evaluator, reduced to one value in [0, 1] and a short reason).
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ __all__ = [
     "OBSERVATION_HEADER",
     "REPLY_FORMAT",
     "TRACKER_SYSTEM",
+    "VALUE_HINT",
+    "VALUE_SYSTEM",
     "correction_message",
     "distill_user",
     "tracker_user",
+    "value_user",
 ]
 
 REPLY_FORMAT = (
@@ -165,3 +170,45 @@ def distill_user(
         lines.append(f"Changed by the command: {_fmt_changes(scene['action_delta'])}")
         lines.append(f"Changed by events: {_fmt_changes(scene['event_delta'])}")
     return "\n".join(lines)
+
+
+VALUE_SYSTEM = f"""\
+You judge states of a text task for a planner that searches ahead. Each turn you get the \
+goal, the score so far, the commands available and the latest observation. Say how \
+promising this state is for reaching the goal: "value" from 0 (hopeless, stuck or lost) \
+to 1 (the goal is one step away), and a "reason" of at most one short sentence. Judge \
+the state, not the wording: progress made, useful things at hand, dead ends.
+Answer with one JSON object: {{"value": 0.4, "reason": "the key is here but the door \
+is still barred"}}.
+{REPLY_FORMAT}"""
+"""The value judge's system prompt: what to rate, the scale, the reply format."""
+
+VALUE_HINT = 'Wanted: {"value": <number from 0 to 1>, "reason": "<one short sentence>"}.'
+"""The shape line added to a value correction message."""
+
+
+def value_user(
+    observation: str,
+    *,
+    goal: str = "",
+    score: float | None = None,
+    max_score: float | None = None,
+    actions: Sequence[str] = (),
+    omitted: int = 0,
+) -> str:
+    """Return the value judge's message for one state.
+
+    Args:
+        observation: the text the step into the state produced, verbatim (always last).
+        goal: the task's goal in words; left out when empty.
+        score: the score so far; left out when None.
+        max_score: the most the task can score; shown with the score when positive.
+        actions: the commands available there, as the env lists them.
+        omitted: commands left out to bound the prompt (said so).
+    """
+    lines = [f"Goal: {goal}"] if goal else []
+    if score is not None:
+        lines.append(f"Score: {score:g}" + (f" of {max_score:g}" if max_score else ""))
+    shown = ", ".join(actions) if actions else "(none listed)"
+    lines.append(f"Commands: {shown}" + (f" (and {omitted} more)" if omitted else ""))
+    return "\n".join(lines) + "\n" + OBSERVATION_HEADER + observation

@@ -36,7 +36,7 @@ from wmkit.search.types import (
     Transition,
     ValueFn,
 )
-from wmkit.search.values import HeuristicValue, HybridValue
+from wmkit.search.values import HeuristicValue, HybridValue, LLMValue, ValueNetValue
 
 __all__ = [
     "FREE",
@@ -47,6 +47,7 @@ __all__ = [
     "EnvSnapshotSimulator",
     "HeuristicValue",
     "HybridValue",
+    "LLMValue",
     "MCTSPolicy",
     "NaiveVaultRules",
     "NodeView",
@@ -64,6 +65,7 @@ __all__ = [
     "Transition",
     "Tree",
     "ValueFn",
+    "ValueNetValue",
     "admissible_proposal",
     "as_budget",
     "puct",

@@ -11,7 +11,7 @@ from wmkit.search.search import as_budget, search, ucb1
 from wmkit.search.simulators import EnvSnapshotSimulator, KeyFn, admissible_proposal
 from wmkit.search.tree import Tree
 from wmkit.search.types import Budget, ProposeFn, Pruning, SearchOutput, SelectFn, ValueFn
-from wmkit.search.values import HeuristicValue
+from wmkit.search.values import HeuristicValue, reset_value
 from wmkit.world.types import WorldState
 
 __all__ = ["MCTSPolicy"]
@@ -63,7 +63,6 @@ class MCTSPolicy:
         self.budget = as_budget(budget)
         self.select_fn = select_fn or ucb1()
         self.propose_fn = propose_fn or admissible_proposal
-        self._own_value = value_fn is None
         self.value_fn = value_fn or HeuristicValue()
         self.discount = discount
         self.pruning = pruning
@@ -78,8 +77,7 @@ class MCTSPolicy:
         """Start a new episode: forget the tree; all randomness comes from ``rng``."""
         self._rng = rng
         self._tree = self._next = self.last = None
-        if self._own_value:
-            self.value_fn.reset()
+        reset_value(self.value_fn)
 
     def act(self, observation: str, info: Mapping[str, Any], tracked: WorldState) -> str:
         """Search from the env's current state and return the best root action.

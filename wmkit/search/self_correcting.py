@@ -44,7 +44,7 @@ from wmkit.search.search import search, ucb1
 from wmkit.search.simulators import EnvSnapshotSimulator, admissible_proposal
 from wmkit.search.tree import Tree
 from wmkit.search.types import Budget, ProposeFn, SearchOutput, SelectFn, Transition, ValueFn
-from wmkit.search.values import HeuristicValue
+from wmkit.search.values import HeuristicValue, reset_value
 from wmkit.world.types import Delta, Fact, WorldState
 
 __all__ = ["BUILTIN_RULES", "SelfCorrectingPolicy", "TraceRecord", "compare"]
@@ -238,7 +238,6 @@ class SelfCorrectingPolicy:
             raise ValueError(f"simulator must be 'rules' or 'env_snapshot', got {simulator!r}")
         self.budget = budget
         self.select_fn = select_fn or ucb1()
-        self._own_value = value_fn is None
         self.value_fn = value_fn or HeuristicValue()
         self.propose_fn = propose_fn or admissible_proposal
         self.discount = discount
@@ -268,8 +267,7 @@ class SelfCorrectingPolicy:
         self.trace, self.curiosities, self.last = [], [], None
         if isinstance(self.simulator, RulesSimulator):
             self.simulator.reset()
-        if self._own_value:
-            self.value_fn.reset()
+        reset_value(self.value_fn)
 
     def trace_json(self) -> list[dict[str, Any]]:
         """The trace as JSON-ready dicts."""

@@ -14,13 +14,14 @@ simulations, 38% more steps for snapshots that cost a tenth of a step. So it is 
 default; turn it on when the tree's memory, not time, is the limit.
 
 Honesty (ARCHITECTURE §2): the simulator never reads ``wm.*``. The transposition key is
-the env's own identity of its state, read through the planning interface: the env's
-``state_hash()`` when it has one (Jericho, TextWorld), else the snapshot token itself
-when it is hashable (the diagnostic families' immutable states; Parcel and Vault), else
-None (no transpositions). The predicted delta is what a ``reader`` (text only) reads in
-the predicted observation, or None without one. :func:`truth_hash` and
-:func:`truth_delta` read the ground-truth keys instead: explicit opt-ins for
-configurations marked ``oracle`` only.
+the env's own identity of its state, read through the planning interface: the snapshot
+token itself when it is hashable (the diagnostic families' immutable states: Parcel and
+Vault; hashed once per state, no text to build), else the env's ``state_hash()`` when it
+has one (Jericho and TextWorld, whose tokens hold emulator arrays; SmartHome and
+Booking, whose states hold dicts), else None (no transpositions). The predicted delta
+is what a ``reader`` (text only) reads in the predicted observation, or None without
+one. :func:`truth_hash` and :func:`truth_delta` read the ground-truth keys instead:
+explicit opt-ins for configurations marked ``oracle`` only.
 
 The learned ``rules`` simulator is :class:`~wmkit.search.rules_sim.RulesSimulator`,
 behind the same :class:`~wmkit.search.types.Simulator` Protocol.
@@ -212,18 +213,15 @@ class EnvSnapshotSimulator:
     def state_key(self, token: Any = None) -> Hashable | None:
         """The env's own identity of its current state (``token``: its snapshot, if taken).
 
-        The env's ``state_hash()`` if it has one, else the snapshot token (as a
-        :class:`TokenKey`) if it is hashable, else None.
+        The snapshot token (as a :class:`TokenKey`) if it is hashable, else the env's
+        ``state_hash()`` if it has one, else None.
         """
-        if self._hasher is not None:
-            return self._hasher()
-        if not self._hashable:
-            return None
-        try:
-            return TokenKey(self.env.snapshot() if token is None else token)
-        except TypeError:
-            self._hashable = False  # a family whose states hold dicts: no transpositions
-            return None
+        if self._hashable:
+            try:
+                return TokenKey(self.env.snapshot() if token is None else token)
+            except TypeError:
+                self._hashable = False  # tokens of this env never hash: stop trying
+        return None if self._hasher is None else self._hasher()
 
     def root(
         self, observation: str, info: Mapping[str, Any], *, terminal: bool = False

@@ -1,19 +1,51 @@
-"""Value functions: ``heuristic`` (score + novelty) and ``hybrid`` (cheap filter, then costly).
+"""Value functions: ``heuristic``, ``value_net``, ``llm`` and ``hybrid`` (cheap, then costly).
 
 A value function estimates the future return of a newly reached, non-terminal state
 from its :class:`~wmkit.search.types.Transition` (agent-visible info only). The search
 adds the rewards along the path itself, and calls the value function once per new
-state (transpositions reuse the first estimate). ``value_net`` and ``llm`` come later
-behind the same callable shape.
+state (transpositions reuse the first estimate).
+
+* :class:`HeuristicValue`: normalised score plus novelty of the observation text.
+* :class:`ValueNetValue`: the network ``wmkit-train-value`` trained on recorded
+  trajectories (:mod:`wmkit.search.value_net`), in reward units, cached by its input.
+* :class:`LLMValue`: a chat model's judgement in [0, 1] with a short reason, through
+  :mod:`wmkit.llm`; a failed, malformed or slow reply gives a fixed fallback value and
+  is counted, never raised, so a search never stops half way.
+* :class:`HybridValue`: a cheap value first; the costly one only where it is promising.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import os
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from wmkit.llm.errors import LLMError
+from wmkit.llm.prompts import VALUE_HINT, VALUE_SYSTEM, value_user
+from wmkit.llm.structured import ask_structured
+from wmkit.llm.types import ChatModel
 from wmkit.search.types import Transition, ValueFn
 
-__all__ = ["HeuristicValue", "HybridValue"]
+if TYPE_CHECKING:
+    from wmkit.search.value_net import ValueInput
+
+__all__ = [
+    "HeuristicValue",
+    "HybridValue",
+    "LLMValue",
+    "LLMValueStats",
+    "ValueNetValue",
+    "ValueReply",
+    "reset_value",
+]
+
+log = logging.getLogger(__name__)
 
 
 class HeuristicValue:
@@ -61,6 +93,17 @@ class HeuristicValue:
         return self.score_weight * score + self.novelty_weight / math.sqrt(count)
 
 
+def reset_value(value_fn: ValueFn) -> None:
+    """Start a new episode for ``value_fn``: call its ``reset()`` if it has one.
+
+    Value functions may keep per-episode memory (a heuristic's novelty counts); the
+    search policies call this from their own ``reset``.
+    """
+    reset = getattr(value_fn, "reset", None)
+    if callable(reset):
+        reset()
+
+
 class HybridValue:
     """A cheap value first; the costly one only where the cheap one is promising.
 
@@ -82,6 +125,11 @@ class HybridValue:
         self.cheap_calls = 0
         self.costly_calls = 0
 
+    def reset(self) -> None:
+        """Start a new episode for both parts."""
+        reset_value(self.cheap)
+        reset_value(self.costly)
+
     def __call__(self, transition: Transition) -> float:
         """Return the cheap value if it is below the threshold, else the costly one."""
         self.cheap_calls += 1
@@ -90,3 +138,243 @@ class HybridValue:
             return value
         self.costly_calls += 1
         return self.costly(transition)
+
+
+class ValueNetValue:
+    """The learned value of a state: a ``wmkit-train-value`` checkpoint, one state a call.
+
+    Reads what the agent sees (:func:`~wmkit.search.value_net.value_input`: the
+    observation, the admissible actions and the normalised score of ``info``; never
+    ``wm.*``) and returns the network's discounted return-to-go estimate, in reward
+    units, times ``scale``. Values are cached by the network's input (the observation
+    text, plus the actions and score when the network reads them): a search meets the
+    same text again and again, and a hit costs a dict lookup instead of a forward pass.
+    The cache is emptied when it holds ``cache_size`` entries.
+
+    The checkpoint's discount should be the search's: the network learned returns
+    discounted by it (``spec.target.discount``).
+
+    Args:
+        checkpoint: the ``value.pt`` written by ``wmkit-train-value``.
+        device: where the network runs; CPU by default (one state at a time is too
+            small a job to gain from a GPU).
+        scale: multiplies every value (1: reward units).
+        cache_size: most cached values, >= 0 (0: no cache).
+
+    Attributes:
+        spec: the checkpoint's spec (features, sizes, target, data, metrics).
+        calls: values asked for; hits: of those, answered from the cache.
+
+    Raises:
+        FileNotFoundError: no checkpoint there.
+        CheckpointError: unreadable, not a value-network checkpoint, or weights that
+            do not match its spec.
+    """
+
+    def __init__(
+        self,
+        checkpoint: str | os.PathLike[str],
+        *,
+        device: str = "cpu",
+        scale: float = 1.0,
+        cache_size: int = 100_000,
+    ) -> None:
+        if not math.isfinite(scale):
+            raise ValueError(f"scale must be finite, got {scale}")
+        if cache_size < 0:
+            raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+        # torch is imported here, not with the module: it takes seconds, and most
+        # searches never use a network.
+        import torch
+
+        from wmkit.search.value_net import load_value_net, value_input
+
+        self._torch = torch
+        self._input = value_input
+        self.device = torch.device(device)
+        self.spec, self.model, self.featurizer = load_value_net(checkpoint, self.device)
+        self.scale = float(scale)
+        self.cache_size = cache_size
+        self.calls = 0
+        self.hits = 0
+        self._cache: dict[Any, float] = {}
+
+    def __call__(self, transition: Transition) -> float:
+        """Return the value of the state ``transition`` reached."""
+        self.calls += 1
+        x = self._input(transition.observation, transition.info)
+        key = self.featurizer.key(x)
+        found = self._cache.get(key)
+        if found is not None:
+            self.hits += 1
+            return found
+        value = self.predict([x])[0]
+        if self.cache_size:
+            if len(self._cache) >= self.cache_size:
+                self._cache.clear()
+            self._cache[key] = value
+        return value
+
+    def predict(self, inputs: Sequence[ValueInput]) -> list[float]:
+        """Values of many states in one forward pass (no cache), times ``scale``."""
+        if not inputs:
+            return []
+        with self._torch.inference_mode():
+            out = self.model(*self.featurizer.batch(inputs, self.device))
+        return [self.scale * v for v in out.tolist()]
+
+    def batch(self, transitions: Sequence[Transition]) -> list[float]:
+        """Values of the states ``transitions`` reached, in one forward pass (no cache)."""
+        return self.predict([self._input(t.observation, t.info) for t in transitions])
+
+
+class ValueReply(BaseModel):
+    """A model's judgement of a state (the ```json block of its reply).
+
+    Attributes:
+        value: how promising the state is for reaching the goal, 0 (hopeless) to 1
+            (about to succeed).
+        reason: a short reason.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+    reason: str
+
+
+@dataclass
+class LLMValueStats:
+    """What happened to the value requests of an :class:`LLMValue`.
+
+    Attributes:
+        calls: values asked for.
+        replies: calls answered with a valid value (``repaired`` included).
+        repaired: of those, valid only from a THINK block or after the correction.
+        failed: calls whose replies never validated (malformed JSON, a value out of
+            [0, 1], a missing reason), even after the correction: fallback.
+        request_errors: calls whose request failed (timeout, HTTP error, refused
+            connection, garbled response) after the client's retries: fallback.
+    """
+
+    calls: int = 0
+    replies: int = 0
+    repaired: int = 0
+    failed: int = 0
+    request_errors: int = 0
+
+    @property
+    def fallbacks(self) -> int:
+        """Calls answered with the fallback value."""
+        return self.failed + self.request_errors
+
+
+class LLMValue:
+    """A chat model judges each state: a JSON value in [0, 1] with a short reason.
+
+    The model gets the goal, the score, the admissible actions (at most
+    ``max_actions``) and the observation (:func:`~wmkit.llm.prompts.value_user`), and
+    answers in the seed's format (a THINK line, then a ```json block), validated as
+    :class:`ValueReply` by :func:`~wmkit.llm.structured.ask_structured` with
+    ``max_repairs`` format-correction rounds. The value returned is ``scale * value``.
+
+    Never raises mid-search: a reply that never validates, or a request that fails
+    (timeout, HTTP error, refused connection, garbled response, after the client's own
+    retries), gives ``scale * fallback`` and is counted in :attr:`stats`; the last
+    problems are kept in :attr:`notes` and logged. A misconfigured endpoint therefore
+    shows as ``stats.request_errors == stats.calls``, not as an exception: check the
+    stats after a run. Identical requests are answered by the client's cache (give the
+    ``ChatClient`` a ``ReplyCache``): asked about the same state twice, it sends nothing.
+
+    Args:
+        client: the chat model (a ``wmkit.llm.ChatClient``).
+        goal: the task's goal in words, shown to the model ("" to leave it out).
+        max_repairs: format-correction rounds after an invalid reply.
+        fallback: the value in [0, 1] used when no valid value came (0.5: no opinion).
+        scale: multiplies values (the search adds rewards in reward units).
+        max_actions: most admissible actions shown.
+        params: request fields for every request, e.g. ``{"temperature": 0}``.
+        keep_notes: how many recent problem notes are kept.
+
+    Attributes:
+        stats: counters since construction or :meth:`reset_stats`.
+        notes: the latest problems, one line each.
+    """
+
+    def __init__(
+        self,
+        client: ChatModel,
+        *,
+        goal: str = "",
+        max_repairs: int = 1,
+        fallback: float = 0.5,
+        scale: float = 1.0,
+        max_actions: int = 30,
+        params: Mapping[str, Any] | None = None,
+        keep_notes: int = 100,
+    ) -> None:
+        if max_repairs < 0 or max_actions < 0:
+            raise ValueError(
+                f"max_repairs and max_actions must be >= 0, got {max_repairs}, {max_actions}"
+            )
+        if not 0.0 <= fallback <= 1.0:
+            raise ValueError(f"fallback must be in [0, 1], got {fallback}")
+        if not math.isfinite(scale):
+            raise ValueError(f"scale must be finite, got {scale}")
+        self.client = client
+        self.goal = goal
+        self.max_repairs = max_repairs
+        self.fallback = float(fallback)
+        self.scale = float(scale)
+        self.max_actions = max_actions
+        self.params = dict(params or {})
+        self.stats = LLMValueStats()
+        self.notes: deque[str] = deque(maxlen=keep_notes)
+
+    def reset_stats(self) -> None:
+        """Zero the counters and forget the notes."""
+        self.stats = LLMValueStats()
+        self.notes.clear()
+
+    def _fail(self, line: str) -> float:
+        self.notes.append(line)
+        log.warning("LLMValue: %s; fallback value %s", line, self.fallback)
+        return self.scale * self.fallback
+
+    def __call__(self, transition: Transition) -> float:
+        """Return the model's value of the state ``transition`` reached (or the fallback)."""
+        self.stats.calls += 1
+        info = transition.info
+        actions = list(info.get("admissible_actions") or ())
+        messages = [
+            {"role": "system", "content": VALUE_SYSTEM},
+            {
+                "role": "user",
+                "content": value_user(
+                    transition.observation,
+                    goal=self.goal,
+                    score=info.get("score"),
+                    max_score=info.get("max_score"),
+                    actions=actions[: self.max_actions],
+                    omitted=max(0, len(actions) - self.max_actions),
+                ),
+            },
+        ]
+        try:
+            result = ask_structured(
+                self.client,
+                messages,
+                schema=ValueReply,
+                max_repairs=self.max_repairs,
+                hint=VALUE_HINT,
+                params=self.params,
+            )
+        except LLMError as err:
+            self.stats.request_errors += 1
+            return self._fail(f"request failed: {err}")
+        if not result.ok or result.value is None:
+            self.stats.failed += 1
+            return self._fail(f"no valid value after {result.attempts} replies: {result.reason}")
+        self.stats.replies += 1
+        self.stats.repaired += result.status == "repaired"
+        return self.scale * result.value.value
