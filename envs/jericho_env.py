@@ -48,9 +48,16 @@ as 0/False (Jericho cannot read them), ``moves`` counts steps, and the player ob
 Jericho's guess (object 20, right for most Inform 6 games).
 
 ``admissible_actions`` come from :mod:`wmkit.envs.jericho_actions` (templates x
-nouns in scope, filtered by trying them; cached by state hash). That costs a search per
-new state: under a second to tens of seconds on big games; ``admissible_actions=False``
-skips it and reports an empty list.
+nouns in scope, filtered by trying them; cached by state hash). The full generator
+(``admissible_actions=True``) costs a search per new state: under a second to tens of
+seconds on big games. ``admissible_actions="quick"`` tries the candidates in a fixed
+order (movement, then by verb usage) and stops after ``quick_outcomes`` distinct
+world-changing outcomes or ``quick_tries`` commands, whichever comes first: at most
+``quick_tries`` tries a state, and a subset of the full generator's outcomes (same
+contract: world change or information, never ground truth). Every agent playing the
+env sees the same list, so comparisons stay fair. ``informative_actions=False`` leaves
+the commands that only inform out of either list where the state has a world-changing
+one. ``admissible_actions=False`` skips the search and reports an empty list.
 
 Commands that make the interpreter touch files (``save``, ``restore``, ``script``,
 ``recording``, ``replay``: they would write into the working directory or read from it,
@@ -91,6 +98,8 @@ from wmkit.world.types import Delta, Fact, Probe, delta_info
 __all__ = [
     "ACTION_MAX_BYTES",
     "GAMES_DIR_VAR",
+    "QUICK_OUTCOMES",
+    "QUICK_TRIES",
     "REFUSED",
     "EmulatorHalted",
     "JerichoEnv",
@@ -124,6 +133,13 @@ _FILE_VERBS = r"save|restore|script|transcript?|unscript|noscript|recording|repl
 _FILE_COMMAND = re.compile(rf"(?:^|[.,;!?]|\bthen\b)\s*(?:{_FILE_VERBS})\b")
 REFUSED = "[wmkit: that command makes the story read or write files; it was not run.]"
 """The observation for a refused file command."""
+
+QUICK_OUTCOMES = 16
+"""Default ``quick_outcomes``: distinct world-changing outcomes after which the quick
+valid-action search stops."""
+
+QUICK_TRIES = 300
+"""Default ``quick_tries``: commands the quick valid-action search tries per state at most."""
 
 
 class EmulatorHalted(RuntimeError):
@@ -388,8 +404,17 @@ class JerichoEnv(gymnasium.Env[str, str]):
         game: the story file: a path, or a bare name found in ``$WMKIT_GAMES_DIR``.
         horizon: commands per episode, >= 1.
         ground_truth: add the ``wm.*`` keys to ``info``.
-        admissible_actions: search the valid actions every step (else an empty list).
+        admissible_actions: ``True``: the full valid-action search every step;
+            ``"quick"``: the bounded one (module doc); ``False``: an empty list.
         probe_rate: probability that a where-is probe is asked at a step, 0..1.
+        quick_outcomes: with ``"quick"``, stop after this many distinct world-changing
+            outcomes, >= 1.
+        quick_tries: with ``"quick"``, stop after this many commands tried from a
+            state (the scope test included), >= 1.
+        informative_actions: keep the commands that only inform (``look``,
+            ``inventory``, ``examine X``) in ``admissible_actions``; False leaves them
+            out where the state has a world-changing command (fewer self-loops for a
+            tree search; every agent gets the same list).
 
     Raises:
         FileNotFoundError: the game file is missing.
@@ -405,15 +430,27 @@ class JerichoEnv(gymnasium.Env[str, str]):
         game: str | os.PathLike[str],
         horizon: int = 1000,
         ground_truth: bool = False,
-        admissible_actions: bool = True,
+        admissible_actions: bool | str = True,
         probe_rate: float = 0.1,
+        quick_outcomes: int = QUICK_OUTCOMES,
+        quick_tries: int = QUICK_TRIES,
+        informative_actions: bool = True,
     ) -> None:
         for name, flag in (
             ("ground_truth", ground_truth),
-            ("admissible_actions", admissible_actions),
+            ("informative_actions", informative_actions),
         ):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be a bool, got {flag!r}")
+        if not (isinstance(admissible_actions, bool) or admissible_actions == "quick"):
+            raise TypeError(
+                f"admissible_actions must be True, False or 'quick', got {admissible_actions!r}"
+            )
+        for name, limit in (("quick_outcomes", quick_outcomes), ("quick_tries", quick_tries)):
+            if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)):
+                raise TypeError(f"{name} must be an int, got {limit!r}")
+            if limit < 1:
+                raise ValueError(f"{name} must be >= 1, got {limit}")
         if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)):
             raise TypeError(f"horizon must be an int, got {type(horizon).__name__} {horizon!r}")
         if horizon < 1:
@@ -460,11 +497,21 @@ class JerichoEnv(gymnasium.Env[str, str]):
         self._mention_re = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)") if alternatives else None
 
         self.templates = game_templates(self.frotz)
+        quick = admissible_actions == "quick"
         self.valid_actions = (
-            ValidActions(self.frotz, self.templates, self._state_hash, self.frotz.get_score)
+            ValidActions(
+                self.frotz,
+                self.templates,
+                self._state_hash,
+                self.frotz.get_score,
+                max_outcomes=int(quick_outcomes) if quick else None,
+                max_tries=int(quick_tries) if quick else None,
+                informative=informative_actions,
+            )
             if admissible_actions
             else None
         )
+        """The valid-action generator (None when ``admissible_actions=False``)."""
         self._max_score = 0
         self._seed = 0
         self._step = 0

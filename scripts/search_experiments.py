@@ -2,7 +2,14 @@
 
 ``games``: MCTS over the ``env_snapshot`` simulator (heuristic value) against the
 ``random`` and ``greedy`` baselines on Jericho games (``WMKIT_GAMES_DIR``) and TextWorld
-games, at one step limit, over several seeds; prints score mean, IQM and the budget.
+games, at one step limit, over several seeds; prints score mean, IQM, the per-seed
+scores and the budget. ``--actions`` picks the Jericho env's valid-action generator
+(``quick``: bounded by ``--quick-tries``/``--quick-outcomes`` a state; ``full``: every
+candidate) and ``--no-informative`` drops the commands that only inform from its lists
+(``informative_actions=False``); every agent of a run plays the same env, so all choose
+from the same list.
+With ``--out``, rows already in the file (same env, agent, seed and budget) are not
+played again: a long run can be stopped and restarted.
 
 ``vault``: on ``wmkit/Vault-v0``, the self-correcting policy against plain MCTS, both
 over the ``rules`` simulator with the naive hand-written rules
@@ -18,6 +25,8 @@ Usage::
 
     WMKIT_GAMES_DIR=/work/shared/games python scripts/search_experiments.py games \
         --games snacktime.z8 --textworld coin_collector simple --steps 20 --sims 16
+    WMKIT_GAMES_DIR=/work/shared/games python scripts/search_experiments.py games \
+        --games balances.z5 night.z5 --actions quick --steps 40 --sims 16 --out runs/g.jsonl
     python scripts/search_experiments.py vault --seeds 20 --load 2 --steps 100 --sims 100
 """
 
@@ -67,9 +76,24 @@ def _play(
         policy = make(env)
         start = time.perf_counter()
         row = run_episode(env, _agent("x", env, policy), seed)
+        # Commands the valid-action search tried this episode (Jericho): its real cost.
+        row["tries"] = getattr(getattr(env.unwrapped, "valid_actions", None), "tried", None)
         return row, policy, time.perf_counter() - start
     finally:
         env.close()
+
+
+def _jericho_kwargs(game: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The Jericho env of a ``games`` run: the same for every agent (fair action sets)."""
+    kwargs = {"game": game, "informative_actions": args.informative}
+    if args.actions == "full":
+        return {**kwargs, "admissible_actions": True}
+    return {
+        **kwargs,
+        "admissible_actions": "quick",
+        "quick_tries": args.quick_tries,
+        "quick_outcomes": args.quick_outcomes,
+    }
 
 
 def games(args: argparse.Namespace) -> None:
@@ -84,28 +108,72 @@ def games(args: argparse.Namespace) -> None:
     if unknown:
         raise SystemExit(f"unknown agents {sorted(unknown)}; choose from {sorted(policies)}")
     policies = {name: policies[name] for name in args.agents}
-    envs = [(f"jericho:{g}", "wmkit/Jericho-v0", {"game": g}) for g in args.games]
+    if args.games and args.actions == "quick":
+        from wmkit.envs.jericho_env import QUICK_OUTCOMES, QUICK_TRIES  # needs jericho
+
+        args.quick_tries = args.quick_tries or QUICK_TRIES
+        args.quick_outcomes = args.quick_outcomes or QUICK_OUTCOMES
+    envs = [(f"jericho:{g}", "wmkit/Jericho-v0", _jericho_kwargs(g, args)) for g in args.games]
     envs += [
         (f"textworld:{c}", "wmkit/TextWorld-v0", {"challenge": c, "options": {"seed": 1}})
         for c in args.textworld
     ]
+    actions = (
+        f"quick ({args.quick_tries} tries, {args.quick_outcomes} outcomes a state)"
+        if args.actions == "quick"
+        else "full"
+    )
+    actions += "" if args.informative else ", informative commands left out"
     print(f"budget: {args.sims} simulations/step, depth {args.depth}, {args.steps} steps, "
-          f"seeds 0..{args.seeds - 1}")  # fmt: skip
-    print("| env | agent | score mean | score IQM | max | secs/episode |")
-    print("|---|---|---|---|---|---|")
+          f"seeds 0..{args.seeds - 1}; Jericho valid actions: {actions}")  # fmt: skip
+    print("| env | agent | score mean | score IQM | per seed | max | secs/episode |")
+    print("|---|---|---|---|---|---|---|")
+    done = _done_rows(args.out)
     for label, env_id, kwargs in envs:
+        # The budget a row was played with; a row in --out with the same one is reused.
+        setup = {"sims": args.sims, "depth": args.depth, "max_steps": args.steps}
+        if env_id == "wmkit/Jericho-v0":
+            setup["actions"] = args.actions
+            if args.actions == "quick":
+                setup |= {"quick_tries": args.quick_tries, "quick_outcomes": args.quick_outcomes}
+            if not args.informative:  # only then: rows of the default keep their key
+                setup["informative"] = False
         for name, make in policies.items():
             scores, secs, max_score = [], [], 0
             for seed in range(args.seeds):
-                row, _, sec = _play(env_id, kwargs, args.steps, seed, make)
+                key = {"exp": "games", "env": label, "agent": name, "seed": seed, **setup}
+                row = done.get(_key(key))
+                if row is None:
+                    played, _, sec = _play(env_id, kwargs, args.steps, seed, make)
+                    results = {k: played[k] for k in ("score", "max_score", "steps", "tries")}
+                    row = {**key, **results, "secs": sec}
+                    _log(args.out, row)
                 scores.append(row["score"])
-                secs.append(sec)
+                secs.append(row["secs"])
                 max_score = row["max_score"]
-                _log(args.out, {"exp": "games", "env": label, "agent": name, "seed": seed,
-                                "score": row["score"], "steps": row["steps"], "secs": sec,
-                                "sims": args.sims, "depth": args.depth})  # fmt: skip
             print(f"| {label} | {name} | {statistics.fmean(scores):.2f} | {iqm(scores):.2f} | "
-                  f"{max_score} | {statistics.fmean(secs):.1f} |", flush=True)  # fmt: skip
+                  f"{' '.join(map(str, scores))} | {max_score} | {statistics.fmean(secs):.1f} |",
+                  flush=True)  # fmt: skip
+
+
+def _key(row: dict[str, Any]) -> str:
+    return json.dumps(row, sort_keys=True)
+
+
+def _done_rows(path: Path | None) -> dict[str, dict[str, Any]]:
+    """Rows of ``games`` already in ``path``, by everything but their results."""
+    if path is None or not path.exists():
+        return {}
+    results = {"score", "max_score", "steps", "secs", "tries"}
+    done = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line torn by a killed run: that episode is played again
+        if row.get("exp") == "games" and results <= row.keys():
+            done[_key({k: v for k, v in row.items() if k not in results})] = row
+    return done
 
 
 def vault(args: argparse.Namespace) -> None:
@@ -170,6 +238,13 @@ def main(argv: list[str] | None = None) -> None:
     g.add_argument("--seeds", type=int, default=5)
     g.add_argument("--agents", nargs="*", default=["mcts", "random", "greedy"],
                    help="agents to run, in this order")  # fmt: skip
+    g.add_argument("--actions", choices=["quick", "full"], default="quick",
+                   help="Jericho valid actions: the bounded search or every candidate")  # fmt: skip
+    g.add_argument("--no-informative", dest="informative", action="store_false",
+                   help="Jericho lists without look/inventory/examine where something "
+                        "changes the world (informative_actions=False)")  # fmt: skip
+    g.add_argument("--quick-tries", type=int, help="default: the env's QUICK_TRIES")
+    g.add_argument("--quick-outcomes", type=int, help="default: the env's QUICK_OUTCOMES")
     g.add_argument("--out", type=Path)
     v = sub.add_parser("vault", help="self-correcting vs plain MCTS on Vault (rules sim)")
     v.add_argument("--seeds", type=int, default=20)

@@ -7,6 +7,8 @@ truth included) for a fixed sequence of actions.
 
 from __future__ import annotations
 
+import json
+
 import gymnasium
 import numpy as np
 import pytest
@@ -211,6 +213,35 @@ def test_search_leaves_a_jericho_episode_unchanged(games_dir):
 
 
 @pytest.mark.jericho
+def test_search_over_quick_valid_actions_on_jericho(games_dir):
+    # admissible_actions="quick": the proposals are the env's bounded valid-action
+    # lists, at most quick_tries commands tried per new state, each state searched
+    # once (cached by state hash across the simulator's restores).
+    def make():
+        return gymnasium.make(
+            "wmkit/Jericho-v0",
+            game=str(games_dir / "905.z5"),
+            horizon=50,
+            ground_truth=True,
+            admissible_actions="quick",
+            quick_tries=60,
+        )
+
+    env = make()
+    walkthrough = env.unwrapped.frotz.get_walkthrough()[:4]
+    expected, _ = play(make(), 3, walkthrough, len(walkthrough))
+    policy = MCTSPolicy(env, budget=8)
+    got, _ = play(env, 3, walkthrough, len(walkthrough), policy)
+    assert got == expected  # the searches changed nothing, the quick lists included
+    quick = env.unwrapped.valid_actions
+    tree = policy.last.tree
+    states = {tree.slot[n] for n in tree.nodes()}
+    assert 0 < quick.tried <= 60 * len(quick._cache)  # the bound, per state searched
+    assert len(states) >= 3 and len(quick._cache) < policy.simulator.steps  # cache hits
+    assert tree.node(tree.root).actions == tuple(got[-2][-1]["admissible_actions"])
+
+
+@pytest.mark.jericho
 def test_jericho_state_hash_is_the_truth_hash_without_ground_truth(games_dir):
     # The key the simulator uses without ground truth is the one wm.state_hash gives.
     game = str(games_dir / "905.z5")
@@ -370,3 +401,35 @@ def test_policy_errors_are_clear():
     with pytest.raises(RuntimeError, match="no action"):
         policy.act(observation, info, NOTHING)
     assert env.unwrapped.snapshot().step == 0  # the env was put back all the same
+
+
+@pytest.mark.jericho
+def test_games_experiment_runs_on_quick_actions_and_resumes(
+    games_dir, tmp_path, monkeypatch, capsys
+):
+    # scripts/search_experiments.py games, tiny: every agent on the env's quick list,
+    # rows with their budget, and a second run over the same file plays nothing again.
+    from wmkit.scripts.search_experiments import main
+
+    monkeypatch.setenv("WMKIT_GAMES_DIR", str(games_dir))
+    out = tmp_path / "rows.jsonl"
+    argv = ["games", "--games", "905.z5", "--steps", "2", "--sims", "2", "--seeds", "2",
+            "--quick-tries", "50", "--out", str(out)]  # fmt: skip
+    main(argv)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted((r["agent"], r["seed"]) for r in rows) == sorted(
+        (a, s) for a in ("mcts", "random", "greedy") for s in (0, 1)
+    )
+    for row in rows:
+        assert row["actions"] == "quick" and row["quick_tries"] == 50 and row["steps"] == 2
+        assert 0 < row["tries"] <= 50 * (1 + 2 * (1 + 2))  # states: root + sims + steps
+    table = capsys.readouterr().out
+    assert "| jericho:905.z5 | mcts |" in table and "quick (50 tries" in table
+    main(argv)
+    assert len(out.read_text().splitlines()) == len(rows)  # all six reused
+    assert capsys.readouterr().out.count("| jericho:905.z5 |") == 3
+    main([*argv[:-2], "--quick-tries", "40", "--agents", "greedy", "--out", str(out)])
+    assert len(out.read_text().splitlines()) == len(rows) + 2  # another budget: played
+    main([*argv[:-2], "--no-informative", "--agents", "random", "--out", str(out)])
+    last = [json.loads(line) for line in out.read_text().splitlines()][len(rows) + 2 :]
+    assert [(r["agent"], r["informative"]) for r in last] == [("random", False)] * 2
