@@ -1468,7 +1468,7 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         step, parcels, touched = d.step, d.parcels, d.touched
         for i in tuple(d.active):
             p = parcels[i]
-            if p.due != step:
+            if p.due > step:  # due now, or on a step whose command was rejected
                 continue
             # Two draws: delayed or not, and the gap to the next event. (What put() does
             # is inlined: this loop is the hottest.)

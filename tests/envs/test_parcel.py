@@ -371,6 +371,31 @@ def test_invalid_command_replies_and_changes_nothing(command, reply):
     assert after["score"] == before["score"]
 
 
+def test_an_event_due_on_a_rejected_step_happens_at_the_next_accepted_one():
+    # A rejected command spends the move without events; what fell due then must not be
+    # skipped for good (it once was: the event loop only took parcels due exactly now).
+    env = make(ground_truth=True)
+    env.reset(seed=4)
+    core, state = env.core, env.snapshot()
+    while not (due := [i for i in state.active if state.parcels[i].due == state.step + 1]):
+        state = core.transition(state, "wait")
+    i = due[0]
+    before = state.parcels[i]
+    rejected = core.transition(state, "dance")
+    assert "not understood" in rejected.text
+    assert rejected.step == before.due and rejected.parcels[i] == before  # nothing happened
+    for _ in range(2):  # two rejections in a row: still owed
+        rejected = core.transition(rejected, "notify nobody")
+        assert rejected.parcels[i] == before
+    after = core.transition(rejected, "wait")
+    moved = after.parcels[i]
+    assert moved.status_at == after.step  # a scan, delay or delivery happened now
+    assert moved.due > after.step or moved.status == "delivered"
+    assert before.id.removeprefix("parcel:").upper() in after.text
+    changed = {f.subject for f in after.event_delta.added + after.event_delta.removed}
+    assert before.id in changed or moved.facts == before.facts  # (delayed again: no change)
+
+
 def test_bad_address_is_rejected():
     env = make(ground_truth=True)
     _, info = env.reset(seed=11)
