@@ -62,12 +62,14 @@ The pure core, ``BookingFuncEnv``, has Gymnasium's ``FuncEnv`` shape over an imm
 
 from __future__ import annotations
 
-import bisect
 import hashlib
+import math
 import string
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import chain, compress, count
+from functools import lru_cache
+from itertools import chain, compress, count, filterfalse
 from operator import is_not
 from typing import Any, NamedTuple
 
@@ -783,6 +785,10 @@ class BookingParams:
         check_int("distractors", self.distractors, 0, 50)
         for name in ("paraphrase_rate", "indirection", "probe_rate"):
             check_rate(name, getattr(self, name))
+        # The rolls ``random() < paraphrase_rate`` and ``< indirection`` as bounds on the
+        # step generator's state (see ``_BELOW``): derived once, not fields.
+        object.__setattr__(self, "paraphrase_below", math.ceil(self.paraphrase_rate * 2**48))
+        object.__setattr__(self, "indirection_below", math.ceil(self.indirection * 2**48))
 
 
 # --- state -----------------------------------------------------------------------------
@@ -859,16 +865,19 @@ class BookingState(NamedTuple):
         trip: the traveller's wishes.
         items: every offer on file, in order of arrival.
         by_id: indices into ``items`` sorted by item id.
-        by_words: command name (``hotel azure``) -> item index, shared by the episode.
-        by_city: city -> (index of its car, indices of its hotels sorted by id, indices
-            of its flights), shared by the episode.
-        schedule: ``(expires, item id, index)`` of every item whose quote will lapse,
-            sorted: the next expiries first, those due at one step in id order.
-            (A quote due at a rejected command's step, when no events run, lapses
-            at the next step whose events run.)
+        commands: every admissible command, verbatim (``hold hotel azure``) -> its
+            handler and argument; shared by the episode's states, replaced when an offer
+            comes in.
+        by_city: city -> (index of its car, indices of its hotels, indices of its
+            flights; both sorted by id), shared by the episode.
+        schedule: ``(expires, item id, index)`` of every quote that will lapse, sorted:
+            the next expiries first, those due at one step in id order. An entry whose
+            item's ``expires`` has changed since (renewed, held, booked, cancelled) is
+            stale and dropped when due. (A quote due at a rejected command's step, when
+            no events run, lapses at the next step whose events run.)
         confirmed: whether the current wishes were already confirmed (+1 once each).
         text: this step's observation.
-        mentioned: entity ids named in this step's observation (unique).
+        mentioned: entity ids named in this step's observation, in order, with repeats.
         reward: this step's reward.
         score: cumulative reward.
         max_score: chances to earn +1 created so far.
@@ -886,7 +895,7 @@ class BookingState(NamedTuple):
     trip: Trip
     items: tuple[Item, ...]
     by_id: tuple[int, ...]
-    by_words: dict[str, int]
+    commands: dict[str, tuple[Callable[[Any, Any], None], Any]]
     by_city: dict[str, tuple[int, tuple[int, ...], tuple[int, ...]]]
     schedule: tuple[tuple[int, str, int], ...]
     confirmed: bool
@@ -1155,13 +1164,16 @@ def _is_wanted(trip: Trip, item: Item) -> bool:
 
 def _itinerary_ok(trip: Trip, items: tuple[Item, ...] | list[Item]) -> bool:
     """Whether exactly the wanted items are booked, and every city has its flight."""
-    has_flight = set()
-    for item in items:
-        wanted = _is_wanted(trip, item)
+    cabin, has_flight = trip.cabin or trip.assumed, set()
+    for item in items:  # _is_wanted, inlined
+        if item.type == FLIGHT:
+            wanted = item.cabin == cabin
+            if wanted:
+                has_flight.add(item.city)
+        else:
+            wanted = item.wanted == "yes"
         if (item.status == "booked") != wanted:
             return False
-        if wanted and item.type == FLIGHT:
-            has_flight.add(item.city)
     return len(has_flight) == len(trip.cities)
 
 
@@ -1177,7 +1189,8 @@ class _Spec:
     """
 
     __slots__ = (
-        "entities", "halves", "lines", "priced", "slots", "templates", "to_text", "variants",
+        "entities", "formats", "lines", "memo", "priced", "slots", "templates", "to_text",
+        "variants",
     )  # fmt: skip
 
     def __init__(self, kind: MessageKind) -> None:
@@ -1190,34 +1203,34 @@ class _Spec:
         self.templates = kind.templates
         self.variants = len(kind.templates)
         self.slots = tuple(slots)
-        self.to_text = tuple(SLOT_TYPES[slot].to_text for slot in slots)
+        self.to_text = tuple(_TO_TEXT[slot] for slot in slots)
         self.entities = tuple(k for k, slot in enumerate(slots) if SLOT_TYPES[slot].entity)
-        # Per variant: values -> (line, entity ids named).
+        # Per variant: values -> (line, entity ids named). Lines about one thing (an
+        # offer, a city) recur all episode; longer ones (a swap of two hotels, a budget
+        # revision) mostly do not, so those are formatted each time.
+        self.memo = len(self.slots) <= 1
         self.lines: tuple[dict[tuple[str, ...], tuple[str, tuple[str, ...]]], ...] = tuple(
             {} for _ in kind.templates
         )
         # Quotes (``say_quote``), per variant: item id -> the line around its price.
         self.priced: tuple[dict[str, tuple[str, str]], ...] = tuple({} for _ in kind.templates)
-        # A template with one slot, as the text around it: rendered by concatenation.
-        self.halves = tuple(
-            tuple(t.split("{" + self.slots[0] + "}")) if len(self.slots) == 1 else None
-            for t in kind.templates
+        # Per variant, the template for ``%`` and the slots its fields take, in order.
+        self.formats: tuple[tuple[str, tuple[int, ...]], ...] = tuple(
+            _percent(template, self.slots) for template in kind.templates
         )
 
     def render(self, variant: int, values: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
         if len(values) != len(self.slots):
             raise ValueError(f"{self.slots} needed, got {values}")
-        halves = self.halves[variant]
-        if halves is not None:
-            line = halves[0] + self.to_text[0](values[0]) + halves[1]
-        else:
-            text = {s: f(v) for s, f, v in zip(self.slots, self.to_text, values, strict=True)}
-            line = self.templates[variant].format_map(text)
+        to_text = self.to_text
+        template, fields = self.formats[variant]
+        line = template % tuple([to_text[k](values[k]) for k in fields])
         out = line, tuple([values[k] for k in self.entities])
-        memo = self.lines[variant]
-        if len(memo) >= 4096:  # a budget's, a new offer's: rare lines keep coming
-            memo.clear()
-        memo[values] = out
+        if self.memo:
+            memo = self.lines[variant]
+            if len(memo) >= 4096:  # flight codes are drawn: new ones keep coming
+                memo.clear()
+            memo[values] = out
         return out
 
     def render_quote(self, variant: int, item_id: str) -> tuple[str, str]:
@@ -1232,6 +1245,22 @@ class _Spec:
         return head, tail
 
 
+def _percent(template: str, slots: tuple[str, ...]) -> tuple[str, tuple[int, ...]]:
+    """Return ``template`` for ``%`` formatting and the index in ``slots`` of each field."""
+    out, fields = [], []
+    for literal, slot, spec, conversion in string.Formatter().parse(template):
+        out.append(literal.replace("%", "%%"))
+        if slot is not None:
+            if spec or conversion:
+                raise ValueError(f"{template!r}: only plain {{slot}} fields are supported")
+            out.append("%s")
+            fields.append(slots.index(slot))
+    return "".join(out), tuple(fields)
+
+
+# Slot values to text, memoised: names and sums recur across lines, and converting one
+# (``12000`` -> ``12,000``) costs as much as formatting the whole line.
+_TO_TEXT = {slot: lru_cache(maxsize=4096)(kind.to_text) for slot, kind in SLOT_TYPES.items()}
 _SPECS = {name: _Spec(kind) for name, kind in TEXT.kinds.items() if name != "chatter"}
 _M48 = (1 << 48) - 1
 # Message kinds per item type: hotel, flight, car.
@@ -1245,21 +1274,36 @@ _TYPED = {
 _EXPIRED, _HOLD_LAPSED = _TYPED["expired"], _TYPED["hold_lapsed"]
 _VALID_FOR, _HOLD_ENDED, _FIXED = _TYPED["valid_for"], _TYPED["hold_ended"], _TYPED["fixed"]
 _HELD, _BOOKED, _CANCELLED = _TYPED["held"], _TYPED["booked"], _TYPED["cancelled"]
-# Chatter lines, rendered once: per template, the line, or its lines per city or trip.
-_CHATTER_SLOT = tuple(
-    "city" if "{city}" in t else "trip" if "{trip}" in t else "" for t in _CHATTER
-)
-_CHATTER_LINES: tuple[Any, ...] = tuple(
-    {c: t.format(city=c.capitalize()) for c in CITIES}
-    if slot == "city"
-    else {"trip:" + n: t.format(trip=n.capitalize()) for n in TRAVELLERS}
-    if slot == "trip"
-    else t
-    for t, slot in zip(_CHATTER, _CHATTER_SLOT, strict=True)
+# Chatter, rendered once: per template, its line or its lines per city or traveller, and
+# which of the two it names ("" for neither).
+_CHATTER_TABLE: tuple[tuple[Any, str], ...] = tuple(
+    ({c: t.format(city=c.capitalize()) for c in CITIES}, "city")
+    if "{city}" in t
+    else ({"trip:" + n: t.format(trip=n.capitalize()) for n in TRAVELLERS}, "trip")
+    if "{trip}" in t
+    else (t, "")
+    for t in _CHATTER
 )
 
 
 # --- transitions -----------------------------------------------------------------------
+
+# The step generator's draws on the step path are inlined: a method call costs as much
+# as the draw. StepRng's step is ``x = (x * 0x5DEECE66D + 11) & _M48``; ``random() < p``
+# is ``x < ceil(p * 2**48)`` in ints (``random()`` is ``x / 2**48``, exactly); and
+# ``below(n)``, ``((x >> 16) * n) >> 32``, is how many of the bounds
+# ``ceil((k << 32) / n) << 16`` (k = 1..n-1) ``x`` reaches: one bisection over
+# precomputed ints instead of three operations on multi-digit ones.
+_BELOW = tuple(tuple(-(-(k << 32) // n) << 16 for k in range(1, n)) for n in range(33))
+_BELOW_CHATTER = _BELOW[len(_CHATTER)]
+# ``rng.below(100)`` against the cumulative ``USER_WEIGHTS``: the index of the wish.
+_WISH_KINDS = tuple(kind for kind, _ in USER_WEIGHTS)
+_WISH_BOUNDS = tuple(
+    -(-(sum(w for _, w in USER_WEIGHTS[: k + 1]) << 32) // 100) << 16
+    for k in range(len(USER_WEIGHTS) - 1)
+)
+_OFFER_BELOW = math.ceil(P_OFFER * 4096)  # ``bits & 4095 < P_OFFER * 4096`` in ints
+_USER_BELOW = math.ceil(P_USER * 4096)
 
 
 class _Draft:
@@ -1271,7 +1315,7 @@ class _Draft:
     """
 
     __slots__ = (
-        "admissible", "by_city", "by_id", "by_words", "confirmed", "items", "lines",
+        "admissible", "by_city", "by_id", "commands", "confirmed", "items", "lines",
         "max_score", "middle", "named", "params", "prior", "reward", "rng", "schedule",
         "score", "seed", "step", "trip",
     )  # fmt: skip
@@ -1282,7 +1326,7 @@ class _Draft:
         """Start the step ``advance`` (1, or 0 at reset) steps after ``state``'s."""
         # One unpacking: a NamedTuple's attributes are slow to get one by one.
         (
-            self.params, seed, step, trip, items, self.by_id, self.by_words, self.by_city,
+            self.params, seed, step, trip, items, self.by_id, self.commands, self.by_city,
             self.schedule, self.confirmed, _, _, _, self.score, self.max_score,
             self.admissible, _, _, _,
         ) = state  # fmt: skip
@@ -1294,24 +1338,26 @@ class _Draft:
         self.reward = 0
         self.middle: tuple[tuple[Item, ...], Trip | None] | None = None  # see transition
 
+    # -- text --
+
     def say(self, kind: str, *values: str) -> None:
         """Add a line of ``kind``; values in its slot order (see ``_Spec``).
 
         A paraphrase at ``paraphrase_rate``: the draws of ``StepDraft.say``, inlined.
         """
         spec = _SPECS[kind]
-        n = spec.variants
         variant = 0
+        n = spec.variants
         if n > 1:
             rng = self.rng
             rng.x = x = (rng.x * 0x5DEECE66D + 11) & _M48
-            if x * 3.552713678800501e-15 < self.params.paraphrase_rate:
+            if x < self.params.paraphrase_below:
                 rng.x = x = (x * 0x5DEECE66D + 11) & _M48
-                variant = (((x >> 16) * (n - 1)) >> 32) + 1
-        line = spec.lines[variant].get(values) or spec.render(variant, values)
-        self.lines.append(line[0])
-        if line[1]:
-            self.named += line[1]
+                variant = 1 if n == 2 else bisect_right(_BELOW[n - 1], x) + 1
+        line, named = spec.lines[variant].get(values) or spec.render(variant, values)
+        self.lines.append(line)
+        if named:
+            self.named += named
 
     def say_quote(self, kind: str, item: Item) -> None:
         """Say ``item``'s fresh quote in ``kind`` (``quoted`` or ``requoted``).
@@ -1323,7 +1369,7 @@ class _Draft:
         variant = 0  # two variants: the draws of ``say``
         rng = self.rng
         rng.x = x = (rng.x * 0x5DEECE66D + 11) & _M48
-        if x * 3.552713678800501e-15 < self.params.paraphrase_rate:
+        if x < self.params.paraphrase_below:
             rng.x = (x * 0x5DEECE66D + 11) & _M48
             variant = 1
         head, tail = spec.priced[variant].get(item.id) or spec.render_quote(variant, item.id)
@@ -1335,92 +1381,42 @@ class _Draft:
         if not self.params.expiry_notice:
             self.say(_VALID_FOR[item.type], item.id, str(item.expires - self.step))
 
-    def chatter(self, first: int) -> None:
-        """Insert the distractor lines after the first ``first`` lines.
+    def chatter(self) -> None:
+        """Insert the distractor lines anywhere after the first line.
 
-        The draws of ``rng.below``/``rng.choice``, inlined: this runs every step.
+        The draws of ``rng.below``/``rng.choice``, inlined (see ``_BELOW``): this runs
+        every step.
         """
-        rng, lines, trip = self.rng, self.lines, self.trip
+        rng, lines = self.rng, self.lines
         x = rng.x
         for _ in range(self.params.distractors):
             x = (x * 0x5DEECE66D + 11) & _M48
-            variant = ((x >> 16) * len(_CHATTER)) >> 32
-            line = _CHATTER_LINES[variant]
-            if _CHATTER_SLOT[variant] == "city":
+            line, slot = _CHATTER_TABLE[bisect_right(_BELOW_CHATTER, x)]
+            if slot == "city":
+                cities = self.trip.cities
                 x = (x * 0x5DEECE66D + 11) & _M48
-                line = line[trip.cities[((x >> 16) * len(trip.cities)) >> 32]]
-            elif _CHATTER_SLOT[variant] == "trip":
-                self.named.append(trip.id)
-                line = line[trip.id]
+                line = line[cities[bisect_right(_BELOW[len(cities)], x)]]
+            elif slot == "trip":
+                trip_id = self.trip.id
+                self.named.append(trip_id)
+                line = line[trip_id]
             x = (x * 0x5DEECE66D + 11) & _M48
-            lines.insert(first + (((x >> 16) * (len(lines) - first + 1)) >> 32), line)
+            n = len(lines)
+            lines.insert(
+                1 + (bisect_right(_BELOW[n], x) if n < len(_BELOW) else ((x >> 16) * n) >> 32),
+                line,
+            )
         rng.x = x
 
-    # -- facts --
-
-    def put(self, i: int, item: Item) -> None:
-        """Store ``item`` at index ``i``: a new item at the end, or a changed one."""
-        items = self.items
-        if type(items) is tuple:
-            items = self.items = list(items)
-        if i < len(items):
-            expired = items[i].expires
-            items[i] = item
-        else:
-            expired = -1
-            items.append(item)
-            k = bisect.bisect_left(self.by_id, item.id, key=lambda j: items[j].id)
-            self.by_id = (*self.by_id[:k], i, *self.by_id[k:])
-            words = _words(item.id)
-            added = [*self.admissible]
-            for action in (f"hold {words}", f"book {words}", f"cancel {words}"):
-                bisect.insort(added, action)
-            self.admissible = tuple(added)
-        if item.expires != expired:
-            self.reschedule(i, item.id, expired, item.expires)
-
-    def reschedule(self, i: int, item_id: str, before: int, after: int) -> None:
-        """Move item ``i``'s quote expiry from step ``before`` to ``after`` (-1: none)."""
-        schedule = self.schedule
-        if type(schedule) is tuple:
-            schedule = self.schedule = list(schedule)
-        if before >= 0:
-            entry = (before, item_id, i)
-            k = bisect.bisect_left(schedule, entry)
-            if k < len(schedule) and schedule[k] == entry:
-                del schedule[k]
-        if after >= 0:
-            bisect.insort(schedule, (after, item_id, i))
-
-    def set_trip(self, trip: Trip) -> None:
-        old, changed = self.trip, []
-        if trip.budget != old.budget:
-            changed.append("budget")
-        if old.cabin and trip.cabin != old.cabin:
-            changed.append("class")
-        if trip.assumed != old.assumed:
-            changed.append("assumed_class")
-        self.trip = trip._replace(revised=trip.revised.union(changed)) if changed else trip
-
-    # -- items --
-
-    def store(self, i: int, old: Item, item: Item) -> None:
-        """Store ``item``, the new version of item ``i`` (``old``): ``put`` for a change."""
-        items = self.items
-        if type(items) is tuple:
-            items = self.items = list(items)
-        items[i] = item
-        if item.expires != old.expires:
-            self.reschedule(i, old.id, old.expires, item.expires)
-
-    # The step path's writes: one unpacking of the item (a NamedTuple's attributes are
-    # slow to get one by one), the new item built positionally, ``store`` inlined.
+    # -- items: every write goes through a fresh list, copied on the first write --
 
     def set_status(
         self, i: int, old: Item, quote: str, status: str, expires: int, quote_at: int,
         status_at: int,
     ) -> None:  # fmt: skip
         """Change item ``i``'s quote and status (``old`` is the item now)."""
+        # One unpacking (a NamedTuple's attributes are slow to get one by one), the new
+        # item built positionally: this runs at almost every step.
         (
             item_id, kind, city, area, cabin, price, old_quote, old_status, wanted,
             old_expires, intro, price_at, _, _, wanted_at, revised,
@@ -1436,31 +1432,36 @@ class _Draft:
             item_id, kind, city, area, cabin, price, quote, status, wanted, expires, intro,
             price_at, quote_at, status_at, wanted_at, revised,
         ))  # fmt: skip
-        if expires != old_expires:
-            self.reschedule(i, item_id, old_expires, expires)
+        if expires >= 0 and expires != old_expires:
+            self.lapse_at(expires, item_id, i)
 
     def quote(self, i: int, *, reprice: bool) -> Item:
         """Give item ``i`` a fresh valid quote (a new price when ``reprice``); return it."""
-        old, step = self.items[i], self.step
+        items, step = self.items, self.step
+        if type(items) is tuple:
+            items = self.items = list(items)
         (
             item_id, kind, city, area, cabin, old_price, old_quote, status, wanted,
             old_expires, intro, _, _, status_at, wanted_at, revised,
-        ) = old  # fmt: skip
-        price = _reprice(self.rng, old) if reprice else old_price
-        if price != old_price and "price" not in revised:
-            revised = revised | _PRICE
+        ) = items[i]  # fmt: skip
+        price = old_price
+        if reprice:  # prices drift by up to 15% either way: rng.below(7), inlined
+            rng = self.rng
+            rng.x = x = (rng.x * 0x5DEECE66D + 11) & _M48
+            price += max(1, price // 20) * (bisect_right(_BELOW[7], x) - 3)
+            if price < 10:
+                price = 10
+            if price != old_price and "price" not in revised:
+                revised = revised | _PRICE
         if old_quote != "valid" and "quote" not in revised:
             revised = revised | _QUOTE
         expires = step + self.params.quote_ttl
-        items = self.items
-        if type(items) is tuple:
-            items = self.items = list(items)
         items[i] = item = _tuple_new(Item, (
             item_id, kind, city, area, cabin, price, "valid", status, wanted, expires, intro,
             step, step, status_at, wanted_at, revised,
         ))  # fmt: skip
         if expires != old_expires:
-            self.reschedule(i, item_id, old_expires, expires)
+            self.lapse_at(expires, item_id, i)
         return item
 
     def wish(self, i: int, wanted: str) -> None:
@@ -1469,13 +1470,76 @@ class _Draft:
         revised = old.revised
         if wanted != old.wanted and "wanted" not in revised:
             revised = revised | _WANTED
-        self.store(i, old, old._replace(wanted=wanted, wanted_at=self.step, revised=revised))
+        self.put_wish(i, old, wanted, revised)
         self.wishes_changed(opened=int(wanted == "yes" or old.status == "booked"))
 
     def restate_wish(self, i: int) -> None:
         """The traveller restated the wish on item ``i``: a new anchor, no change."""
-        item = self.items[i]
-        self.put(i, item._replace(wanted_at=self.step))
+        old = self.items[i]
+        self.put_wish(i, old, old.wanted, old.revised)
+
+    def put_wish(self, i: int, old: Item, wanted: str, revised: frozenset[str]) -> None:
+        """Store item ``i`` (``old`` now) with ``wanted``, anchored now, and ``revised``."""
+        items = self.items
+        if type(items) is tuple:
+            items = self.items = list(items)
+        items[i] = _tuple_new(Item, (*old[:8], wanted, *old[9:14], self.step, revised))
+
+    def lapse_at(self, expires: int, item_id: str, i: int) -> None:
+        """Schedule item ``i``'s quote to lapse at step ``expires``.
+
+        Entries are not removed before they are due: one whose item's ``expires`` has
+        changed since is stale, and ``_lapse`` drops it (cheaper than finding it now).
+        """
+        schedule = self.schedule
+        if type(schedule) is tuple:
+            schedule = self.schedule = list(schedule)
+        insort(schedule, (expires, item_id, i))
+
+    def add(self, item: Item) -> None:
+        """Put a new offer on file: last in ``items``, and in the indexes and commands.
+
+        The indexes and commands are shared by the episode's states: replaced, never
+        mutated.
+        """
+        items = self.items
+        if type(items) is tuple:
+            items = self.items = list(items)
+        i = len(items)
+        items.append(item)
+        k = bisect_left(self.by_id, item.id, key=lambda j: items[j].id)
+        self.by_id = (*self.by_id[:k], i, *self.by_id[k:])
+        words = _words(item.id)
+        commands, admissible = dict(self.commands), list(self.admissible)
+        for verb, handler in _ITEM_VERBS.items():
+            action = f"{verb} {words}"
+            commands[action] = handler, i
+            insort(admissible, action)
+        self.commands, self.admissible = commands, tuple(admissible)
+        car, hotels, flights = self.by_city[item.city]
+        if item.type == HOTEL:
+            hotels = tuple(sorted((*hotels, i), key=lambda j: items[j].id))
+        elif item.type == FLIGHT:
+            flights = tuple(sorted((*flights, i), key=lambda j: items[j].id))
+        else:
+            car = i
+        self.by_city = {**self.by_city, item.city: (car, hotels, flights)}
+        if item.expires >= 0:
+            self.lapse_at(item.expires, item.id, i)
+
+    # -- the trip --
+
+    def set_trip(self, trip: Trip) -> None:
+        old, changed = self.trip, []
+        if trip.budget != old.budget:
+            changed.append("budget")
+        if old.cabin and trip.cabin != old.cabin:
+            changed.append("class")
+        if trip.assumed != old.assumed:
+            changed.append("assumed_class")
+        if changed and not trip.revised.issuperset(changed):
+            trip = _trip_with(trip, revised=trip.revised.union(changed))
+        self.trip = trip
 
     def wishes_changed(self, opened: int) -> None:
         # A new version of the wishes: a confirmation can earn +1 again.
@@ -1488,36 +1552,27 @@ class _Draft:
         ``prior``: what the step changed from, ``(items, trip)``; the draft's state's by
         default (``((), None)`` at reset: everything is new).
         """
-        named = self.named
         prior = prior or self.prior
         # Positional, in field order: the state is built every step.
         return _tuple_new(BookingState, (
             self.params, self.seed, self.step, self.trip, tuple(self.items), self.by_id,
-            self.by_words, self.by_city, tuple(self.schedule), self.confirmed,
-            "\n".join(self.lines),
-            tuple(dict.fromkeys(named)) if len(named) > 1 else tuple(named), self.reward,
-            self.score + self.reward, self.max_score, self.admissible,
-            self.rng.x if probes else -1, prior, self.middle or prior,
+            self.commands, self.by_city, tuple(self.schedule), self.confirmed,
+            "\n".join(self.lines), tuple(self.named), self.reward, self.score + self.reward,
+            self.max_score, self.admissible, self.rng.x if probes else -1, prior,
+            self.middle or prior,
         ))  # fmt: skip
 
 
 _PRICE, _QUOTE, _STATUS, _WANTED = (frozenset([r]) for r in ("price", "quote", "status", "wanted"))
+_TRIP_FIELDS = {name: k for k, name in enumerate(Trip._fields)}
 
 
-def _admissible(trip: Trip, items: tuple[Item, ...] | list[Item]) -> tuple[str, ...]:
-    actions = ["wait", "confirm", "ask budget", "ask class"]
-    for city in trip.cities:
-        actions += [f"ask {city}", f"search {city}"]
-    for item in items:
-        words = _words(item.id)
-        actions += [f"hold {words}", f"book {words}", f"cancel {words}"]
-    return tuple(sorted(actions))
-
-
-def _reprice(rng: StepRng, item: Item) -> int:
-    # Prices drift by up to 15% either way at each new quote.
-    step = max(1, item.price // 20)
-    return max(10, item.price + step * (rng.below(7) - 3))
+def _trip_with(trip: Trip, **changes: Any) -> Trip:
+    """``trip._replace(**changes)`` at half the cost: trips change on the step path."""
+    values = list(trip)
+    for name, value in changes.items():
+        values[_TRIP_FIELDS[name]] = value
+    return _tuple_new(Trip, values)
 
 
 def _list(d: _Draft, item: Item, new: bool = False) -> None:
@@ -1535,24 +1590,41 @@ _Command = tuple[Callable[[Any, Any], None], Any]
 """A parsed command: its handler and the handler's argument (a city, a topic, an index)."""
 
 
-def _parse(d: _Draft, action: Any) -> _Command | str:
-    """Parse a command, or return the rejection message kind. No regex: runs every step."""
+def _parse(commands: dict[str, _Command], action: Any) -> _Command | str:
+    """Parse a command whatever its case and spacing, or return the rejection kind."""
     if not isinstance(action, str):
         return "not_understood"
     words = action.lower().split()
+    command = commands.get(" ".join(words))
+    if command is not None:
+        return command
     n = len(words)
-    if n == 3 and words[0] in _ITEM_VERBS:  # the usual: first
-        i = d.by_words.get(f"{words[1]} {words[2]}")
-        if i is not None:
-            return _ITEM_VERBS[words[0]], i
+    if n == 3 and words[0] in _ITEM_VERBS:
         return "unknown_item" if words[1] in TYPE_NAMES else "not_understood"
-    if n == 1 and words[0] in ("wait", "confirm"):
-        return (_wait if words[0] == "wait" else _confirm), None
-    if n == 2 and words[0] in ("ask", "search"):
-        if words[1] in d.trip.cities or (words[0] == "ask" and words[1] in ("budget", "class")):
-            return (_answer if words[0] == "ask" else _search), words[1]
-        return "unknown_city" if words[1] not in ("budget", "class") else "not_understood"
+    if n == 2 and words[0] in ("ask", "search") and words[1] not in ("budget", "class"):
+        return "unknown_city"
     return "not_understood"
+
+
+def _catalog(trip: Trip, items: list[Item]) -> tuple[tuple[int, ...], dict, dict, tuple]:
+    """Return ``(by_id, commands, by_city, admissible)`` of a trip's first offers."""
+    by_id = tuple(sorted(range(len(items)), key=lambda j: items[j].id))
+    commands: dict[str, _Command] = {
+        "wait": (_wait, None), "confirm": (_confirm, None), "ask budget": (_answer, "budget"),
+        "ask class": (_answer, "class"),
+    }  # fmt: skip
+    by_city: dict[str, tuple[int, tuple[int, ...], tuple[int, ...]]] = {}
+    for city in trip.cities:
+        commands["ask " + city], commands["search " + city] = (_answer, city), (_search, city)
+        mine = [j for j in by_id if items[j].city == city]
+        car = next(j for j in mine if items[j].type == CAR)
+        hotels = tuple(j for j in mine if items[j].type == HOTEL)
+        by_city[city] = car, hotels, tuple(j for j in mine if items[j].type == FLIGHT)
+    for i, item in enumerate(items):
+        words = _words(item.id)
+        for verb, handler in _ITEM_VERBS.items():
+            commands[f"{verb} {words}"] = handler, i
+    return by_id, commands, by_city, tuple(sorted(commands))
 
 
 # --- the pure core ---------------------------------------------------------------------
@@ -1607,10 +1679,10 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
         )  # fmt: skip
         none: tuple = ()
         blank = BookingState(
-            params=params, seed=seed, step=0, trip=trip, items=none, by_id=none, by_words={},
+            params=params, seed=seed, step=0, trip=trip, items=none, by_id=none, commands={},
             by_city={}, schedule=none, confirmed=False, text="", mentioned=none, reward=0,
-            score=0, max_score=0, admissible=_admissible(trip, ()), probe_rng=-1,
-            prior=((), None), middle=((), None),
+            score=0, max_score=0, admissible=none, probe_rng=-1, prior=((), None),
+            middle=((), None),
         )  # fmt: skip
         d = _Draft(blank, 0)
         d.say("intro")
@@ -1622,22 +1694,29 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
         used_flights: set[str] = set()
         hotels = list(_sample(r, HOTELS, len(HOTELS)))
         cars = _sample(r, CARS, len(cities))
+        items: list[Item] = []
         for city, car in zip(cities, cars, strict=True):
             for area in _sample(r, AREAS, 2):
-                _add_item(d, _new_hotel(r, hotels.pop(), city, area, 0))
+                items.append(_new_hotel(r, hotels.pop(), city, area, 0, -1))
+                _list(d, items[-1])
             for cabin in CLASSES:
                 code = _flight_code(r, used_flights)
                 price = (150 + 10 * r.below(26)) * (1, 2, 4)[CLASSES.index(cabin)]
-                _add_item(d, _item("flight:" + code, FLIGHT, city, "", cabin, price, "", 0))
-            _add_item(d, _item("car:" + car, CAR, city, "", "", 30 + 5 * r.below(13), "no", 0))
+                items.append(_item("flight:" + code, FLIGHT, city, "", cabin, price, "", 0, -1))
+                _list(d, items[-1])
+            price = 30 + 5 * r.below(13)
+            items.append(_item("car:" + car, CAR, city, "", "", price, "no", 0, -1))
+            _list(d, items[-1])
         # Quotes given at reset lapse at staggered steps.
-        for i, item in enumerate(d.items):
-            d.put(i, item._replace(expires=params.quote_ttl // 2 + r.below(params.quote_ttl)))
+        ttl = params.quote_ttl
+        d.items = [item._replace(expires=ttl // 2 + r.below(ttl)) for item in items]
+        d.by_id, d.commands, d.by_city, d.admissible = _catalog(trip, d.items)
+        d.schedule = sorted((item.expires, item.id, i) for i, item in enumerate(d.items))
         if not params.expiry_notice:
             for item in d.items:
                 d.say_valid(item)
         d.max_score = len(cities) + 1  # every city's flight, and a confirmation
-        d.chatter(1)
+        d.chatter()
         return d.freeze(False, ((), None))
 
     def transition(
@@ -1648,12 +1727,17 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
         A rejected command spends the move with a reply and leaves the world as it was:
         no events, no probes.
         """
+        try:  # the usual command is an admissible one, verbatim: one lookup
+            command = state.commands.get(action)
+        except TypeError:  # unhashable: not a command
+            command = None
         d = _Draft(state, 1)
-        cmd = _parse(d, action)
-        if type(cmd) is str:
-            d.say(cmd)
-            return d.freeze(False)
-        handler, arg = cmd
+        if command is None:  # another case or spacing, or a rejection
+            command = _parse(d.commands, action)
+            if type(command) is str:
+                d.say(command)
+                return d.freeze(False)
+        handler, arg = command
         handler(d, arg)
         # The command is done; what follows are the world's events.
         items = d.items
@@ -1661,7 +1745,7 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
             items = d.items = tuple(items)
         d.middle = (items, d.trip)
         _events(d)
-        d.chatter(1)
+        d.chatter()
         # The probes draw last from the step's generator: ``probes`` draws them from the
         # state it was left in, and only when asked (ground truth on).
         return d.freeze(True)
@@ -1680,7 +1764,7 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
             "wm.delta": delta_info(state.action_delta, state.event_delta),
             "wm.probes": list(_probes(state)),
             "wm.state_hash": _state_hash(state, truth.digest),
-            "wm.mentioned": sorted(state.mentioned),
+            "wm.mentioned": sorted(set(state.mentioned)),
         }
 
     @staticmethod
@@ -1711,33 +1795,19 @@ def _flight_code(rng: StepRng, used: set[str]) -> str:
 
 
 def _item(
-    item_id: str, kind: int, city: str, area: str, cabin: str, price: int, wanted: str, step: int
-) -> Item:
+    item_id: str, kind: int, city: str, area: str, cabin: str, price: int, wanted: str,
+    step: int, expires: int,
+) -> Item:  # fmt: skip
     return Item(
         id=item_id, type=kind, city=city, area=area, cabin=cabin, price=price, quote="valid",
-        status="offered", wanted=wanted, expires=-1, intro=step, price_at=step, quote_at=step,
-        status_at=step, wanted_at=step,
+        status="offered", wanted=wanted, expires=expires, intro=step, price_at=step,
+        quote_at=step, status_at=step, wanted_at=step,
     )  # fmt: skip
 
 
-def _new_hotel(rng: StepRng, name: str, city: str, area: str, step: int) -> Item:
-    return _item("hotel:" + name, HOTEL, city, area, "", 60 + 10 * rng.below(20), "no", step)
-
-
-def _add_item(d: _Draft, item: Item, new: bool = False) -> None:
-    _list(d, item, new)
-    d.put(len(d.items), item)
-    i = len(d.items) - 1
-    # Shared by the episode's states: replaced, never mutated.
-    d.by_words = {**d.by_words, _words(item.id): i}
-    car, hotels, flights = d.by_city.get(item.city, (-1, (), ()))
-    if item.type == CAR:
-        car = i
-    elif item.type == FLIGHT:
-        flights = (*flights, i)
-    else:
-        hotels = tuple(sorted((*hotels, i), key=lambda j: d.items[j].id))
-    d.by_city = {**d.by_city, item.city: (car, hotels, flights)}
+def _new_hotel(rng: StepRng, name: str, city: str, area: str, step: int, expires: int) -> Item:
+    price = 60 + 10 * rng.below(20)
+    return _item("hotel:" + name, HOTEL, city, area, "", price, "no", step, expires)
 
 
 # Commands: every parsed command is accepted (see ``_parse``).
@@ -1760,9 +1830,10 @@ def _confirm(d: _Draft, _: None) -> None:
 
 def _search(d: _Draft, city: str) -> None:
     d.say("searched", city)
-    for i in d.by_id:
-        item = d.items[i]
-        if item.city == city and item.status != "booked":
+    car, hotels, flights = d.by_city[city]
+    items = d.items  # each item is read before its own quote changes it
+    for i in (car, *flights, *hotels):  # the city's items in id order: car < flight < hotel
+        if items[i].status != "booked":
             item = d.quote(i, reprice=True)
             d.say_quote("quoted", item)
             d.say_valid(item)
@@ -1774,7 +1845,7 @@ def _search(d: _Draft, city: str) -> None:
 
 def _cancel(d: _Draft, i: int) -> None:
     item = d.items[i]
-    item_id, kind, _, _, _, _, _, status = item[:8]
+    item_id, kind, _, _, _, _, _, status, _, _, _, _, _, _, _, _ = item
     if status == "offered":
         d.say("nothing_held")
         return
@@ -1786,7 +1857,7 @@ def _cancel(d: _Draft, i: int) -> None:
 
 def _hold(d: _Draft, i: int) -> None:
     item = d.items[i]
-    item_id, kind, _, _, _, _, quote, status = item[:8]
+    item_id, kind, _, _, _, _, quote, status, _, _, _, _, _, _, _, _ = item
     if status == "booked":
         d.say("already_booked")
     elif quote != "valid":
@@ -1800,7 +1871,7 @@ def _hold(d: _Draft, i: int) -> None:
 
 def _book(d: _Draft, i: int) -> None:
     item = d.items[i]
-    item_id, kind, city, _, _, _, quote, status = item[:8]
+    item_id, kind, city, _, _, _, quote, status, _, _, _, _, quote_at, _, _, _ = item
     if status == "booked":
         d.say("already_booked")
         return
@@ -1813,13 +1884,16 @@ def _book(d: _Draft, i: int) -> None:
     if _is_wanted(d.trip, item):
         # A double booking: another item of its kind in its city is booked already.
         car, hotels, flights = d.by_city[city]
-        same = (hotels, flights, (car,))[kind]
         items = d.items
-        d.reward += -1 if any([items[j].status == "booked" for j in same]) else 1
+        for j in (hotels, flights, (car,))[kind]:
+            if items[j].status == "booked":
+                d.reward -= 1
+                break
+        else:
+            d.reward += 1
     else:
-        d.reward -= 1
+        d.reward -= 1  # not wanted
     d.say(_BOOKED[kind], item_id)
-    quote_at = item.quote_at
     if not d.params.expiry_notice:  # the stated validity no longer holds: say so
         d.say(_FIXED[kind], item_id)
         quote_at = d.step
@@ -1834,108 +1908,118 @@ def _answer(d: _Draft, topic: str) -> None:
     trip = d.trip
     if topic == "budget":
         d.say("say_budget", trip.id, str(trip.budget))
-        d.set_trip(trip._replace(budget_at=d.step))
+        d.set_trip(_trip_with(trip, budget_at=d.step))
     elif topic == "class":
         if trip.cabin:
             d.say("say_class", trip.id, trip.cabin)
-            d.set_trip(trip._replace(cabin_at=d.step))
+            d.set_trip(_trip_with(trip, cabin_at=d.step))
         else:
             d.say("say_undecided", trip.id, trip.assumed)
-            d.set_trip(trip._replace(assumed_at=d.step))
+            d.set_trip(_trip_with(trip, assumed_at=d.step))
     else:
         car, hotels, _ = d.by_city[topic]
-        wanted = [i for i in hotels if d.items[i].wanted == "yes"]
-        hotel = min(wanted) if wanted else None
-        if hotel is None:
-            d.say("say_no_hotel", trip.id, topic)
-        else:
-            d.say("say_hotel", trip.id, topic, d.items[hotel].id)
+        items = d.items
+        wanted = [i for i in hotels if items[i].wanted == "yes"]
+        if wanted:
+            hotel = min(wanted)
+            d.say("say_hotel", trip.id, topic, items[hotel].id)
             d.restate_wish(hotel)
-        d.say("say_car" if d.items[car].wanted == "yes" else "say_no_car", trip.id,
-              d.items[car].id)  # fmt: skip
+        else:
+            d.say("say_no_hotel", trip.id, topic)
+        d.say("say_car" if items[car].wanted == "yes" else "say_no_car", trip.id,
+              items[car].id)  # fmt: skip
         d.restate_wish(car)
+
+
+# The world's events. Most steps have none, only their draws: that quiet path stays in
+# ``_events``, each event has its own function.
 
 
 def _events(d: _Draft) -> None:
     """Quotes lapse; a new hotel offer may come in; the traveller may state a wish."""
-    rng, step = d.rng, d.step
     schedule = d.schedule
-    if schedule and schedule[0][0] <= step:
-        # Everything due at or before this step, oldest first, then in id order: a
-        # rejected command runs no events, so a quote due at such a step lapses here,
-        # at the next step whose events run (set_status drops its schedule entry).
-        # Without notices the lapse is unsaid: the quote's anchor stays at its validity.
-        notice = d.params.expiry_notice
-        for _, _, i in schedule[: bisect.bisect_left(schedule, (step + 1,))]:
-            item = d.items[i]
-            quote_at = step if notice else item.quote_at
-            if item.status == "held":
-                d.say((_HOLD_LAPSED if notice else _HOLD_ENDED)[item.type], item.id)
-                d.set_status(i, item, "expired", "offered", -1, quote_at, step)
-            else:
-                if notice:
-                    d.say(_EXPIRED[item.type], item.id)
-                d.set_status(i, item, "expired", item.status, -1, quote_at, item.status_at)
-    # One draw for the step's two independent rolls (12 bits each): rng.bits(), inlined.
+    if schedule and schedule[0][0] <= d.step:
+        _lapse(d)
+    # One draw for the step's two independent rolls (12 bits each): the low 24 bits of
+    # rng.bits(), inlined.
+    rng = d.rng
     rng.x = x = (rng.x * 0x5DEECE66D + 11) & _M48
-    bits = x ^ (x >> 24) ^ ((x * 0x9E3779B1) & _M48)
-    if bits & 4095 < _OFFER_12:
-        city = rng.choice(d.trip.cities)
-        taken = {d.items[i].area for i in d.by_city[city][1]}
-        areas = [a for a in AREAS if a not in taken]
-        free = [h for h in HOTELS if "hotel " + h not in d.by_words]
-        if areas and free:
-            item = _new_hotel(rng, rng.choice(free), city, rng.choice(areas), step)
-            item = item._replace(expires=step + d.params.quote_ttl)
-            _add_item(d, item, new=True)
-            d.say_valid(item)
-    if (bits >> 12) & 4095 < _USER_12:
+    bits = (x ^ (x >> 24) ^ x * 0x9E3779B1) & 0xFFFFFF
+    if bits & 4095 < _OFFER_BELOW:
+        _offer(d)
+    if bits >> 12 < _USER_BELOW:
         _wish(d)
 
 
+def _lapse(d: _Draft) -> None:
+    """Quotes due at or before this step lapse, oldest first, then in id order.
+
+    A rejected command runs no events, so a quote due at such a step lapses here, at the
+    next step whose events run. Without notices the lapse is unsaid: the quote's anchor
+    stays at its validity.
+    """
+    step, schedule = d.step, d.schedule
+    k = bisect_left(schedule, (step + 1,))
+    d.schedule = schedule[k:]
+    notice = d.params.expiry_notice
+    for expires, _, i in schedule[:k]:
+        item = d.items[i]
+        item_id, kind, _, _, _, _, _, status, _, live, _, _, quote_at, status_at, _, _ = item
+        if live != expires:
+            continue  # stale: renewed, held, booked or cancelled since it was scheduled
+        if notice:
+            quote_at = step
+        if status == "held":
+            d.say((_HOLD_LAPSED if notice else _HOLD_ENDED)[kind], item_id)
+            status, status_at = "offered", step
+        elif notice:
+            d.say(_EXPIRED[kind], item_id)
+        d.set_status(i, item, "expired", status, -1, quote_at, status_at)
+
+
+def _offer(d: _Draft) -> None:
+    """A new hotel offer comes in, in a trip city, under a free name in a free area."""
+    rng, step = d.rng, d.step
+    city = rng.choice(d.trip.cities)
+    items = d.items
+    taken = {items[i].area for i in d.by_city[city][1]}
+    areas = [a for a in AREAS if a not in taken]
+    free = [*filterfalse(d.commands.__contains__, _HOTEL_HOLDS)]  # names not on file
+    if areas and free:
+        name = rng.choice(free)[len("hold hotel ") :]
+        item = _new_hotel(rng, name, city, rng.choice(areas), step, step + d.params.quote_ttl)
+        _list(d, item, new=True)
+        d.add(item)
+        d.say_valid(item)
+
+
+_HOTEL_HOLDS = tuple("hold hotel " + name for name in HOTELS)
+
+
 def _wish(d: _Draft) -> None:
-    """The traveller states or revises one wish."""
+    """The traveller states or revises one wish, picked by ``USER_WEIGHTS``."""
     rng, trip = d.rng, d.trip
-    roll = rng.below(100)
-    for kind, weight in USER_WEIGHTS:  # noqa: B007  (the loop picks ``kind``)
-        if roll < weight:
-            break
-        roll -= weight
+    rng.x = x = (rng.x * 0x5DEECE66D + 11) & _M48  # rng.below(100), inlined (see _BELOW)
+    kind = _WISH_KINDS[bisect_right(_WISH_BOUNDS, x)]
     if kind == "budget":
-        # A revision up or down by 500 to 3,000, kept within 4,000..20,000.
-        change = 500 * (1 + rng.below(6)) * (1 if rng.below(2) else -1)
-        if not 4000 <= trip.budget + change <= 20000:
-            change = -change
-        budget = trip.budget + change
-        d.say("revise_budget", trip.id, str(budget), str(trip.budget))
-        d.set_trip(trip._replace(budget=budget, budget_at=d.step))
-        d.wishes_changed(opened=0)
+        _revise_budget(d)
         return
     if kind == "class":
-        current = trip.cabin or trip.assumed
-        cabin = rng.choice([c for c in CLASSES if c != trip.cabin])
-        if trip.cabin:
-            d.say("revise_class", trip.id, cabin, trip.cabin)
-            new = trip._replace(cabin=cabin, cabin_at=d.step)
-        else:
-            d.say("state_class", trip.id, cabin)
-            new = trip._replace(
-                cabin=cabin, cabin_at=d.step, assumed="released", assumed_at=d.step
-            )  # fmt: skip
-        d.set_trip(new)
-        # Flights of the old class that are booked must go; the new class's be booked.
-        opened = 0
-        if cabin != current:
-            for item in d.items:
-                if item.type == FLIGHT and (item.cabin == cabin or item.status == "booked"):
-                    opened += item.cabin == cabin or item.cabin == current
-        d.wishes_changed(opened=opened)
+        _revise_class(d)
         return
-    city = rng.choice(trip.cities)
+    # A hotel or the car in a city; rng.choice(cities) and rng.random(), inlined.
+    cities = trip.cities
+    rng.x = x = (x * 0x5DEECE66D + 11) & _M48
+    city = cities[bisect_right(_BELOW[len(cities)], x)]
     items = d.items
     car, hotels, _ = d.by_city[city]
-    chosen = next((i for i in hotels if items[i].wanted == "yes"), None)
-    by_desc = rng.random() < d.params.indirection
+    chosen = None
+    for i in hotels:
+        if items[i].wanted == "yes":
+            chosen = i
+            break
+    rng.x = x = (x * 0x5DEECE66D + 11) & _M48
+    by_desc = x < d.params.indirection_below
     if kind == "drop" and chosen is not None:
         old = items[chosen]
         if by_desc:
@@ -1963,6 +2047,41 @@ def _wish(d: _Draft) -> None:
         wanted = "no" if items[car].wanted == "yes" else "yes"
         d.say("want_car" if wanted == "yes" else "drop_car", trip.id, items[car].id)
         d.wish(car, wanted)
+
+
+def _revise_budget(d: _Draft) -> None:
+    # A revision up or down by 500 to 3,000, kept within 4,000..20,000.
+    rng, trip = d.rng, d.trip
+    change = 500 * (1 + rng.below(6)) * (1 if rng.below(2) else -1)
+    if not 4000 <= trip.budget + change <= 20000:
+        change = -change
+    budget = trip.budget + change
+    d.say("revise_budget", trip.id, str(budget), str(trip.budget))
+    d.set_trip(_trip_with(trip, budget=budget, budget_at=d.step))
+    d.wishes_changed(opened=0)
+
+
+def _revise_class(d: _Draft) -> None:
+    trip = d.trip
+    current = trip.cabin or trip.assumed
+    cabin = d.rng.choice([c for c in CLASSES if c != trip.cabin])
+    if trip.cabin:
+        d.say("revise_class", trip.id, cabin, trip.cabin)
+        new = _trip_with(trip, cabin=cabin, cabin_at=d.step)
+    else:
+        d.say("state_class", trip.id, cabin)
+        new = _trip_with(trip, cabin=cabin, cabin_at=d.step, assumed="released", assumed_at=d.step)
+    d.set_trip(new)
+    # Flights of the old class that are booked must go; the new class's be booked.
+    opened = 0
+    if cabin != current:
+        items = d.items
+        for _, _, flights in d.by_city.values():
+            for i in flights:
+                item = items[i]
+                if item.cabin == cabin or item.status == "booked":
+                    opened += item.cabin == cabin or item.cabin == current
+    d.wishes_changed(opened=opened)
 
 
 def _probes(state: BookingState) -> tuple[Probe, ...]:

@@ -26,9 +26,10 @@ is that reader, one observation at a time).
 Actions (case and spacing are ignored): ``wait``, ``track <id>``, ``escalate <id>``,
 ``notify <person>``, ``reroute <id> to <address>``. A command that does not parse, or
 names an unknown parcel or person, or an address we cannot ship to, is *rejected*: the
-reply says so, the move is spent and the world does not advance. Rewards: +1 when a
-reroute sends a parcel to its open requested address, -1 when a reroute changes an
-address to anything else, 0 otherwise.
+reply says so, the move is spent and the world does not advance (events that fall due
+meanwhile happen at the next accepted command). Rewards: +1 when a reroute sends a
+parcel to its open requested address, -1 when a reroute changes an address to anything
+else, 0 otherwise.
 
 The pure core, ``ParcelFuncEnv``, has Gymnasium's ``FuncEnv`` shape; its state is an
 immutable ``ParcelState`` and a transition is a deterministic function of
@@ -48,6 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate, chain
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import immutables
@@ -117,9 +119,10 @@ P_RECORRECT = 0.1  # per step: a customer corrects an open request
 P_FIX = 0.05  # per step: the depot corrects a mistyped booking address
 
 # Commands. Agent-given addresses: a house number and one to four words of letters.
-_ID = re.compile(r"px-\d{4}")
-_NAME = re.compile(r"[a-z]+")
-_ADDRESS = re.compile(r"\d{1,4}(?: [a-z]{1,20}){1,4}")
+_ID_RE = re.compile(r"px-\d{4}")
+_NAME_RE = re.compile(r"[a-z]+")
+_ADDRESS_RE = re.compile(r"\d{1,4}(?: [a-z]{1,20}){1,4}")
+_REROUTE_RE = re.compile(r"reroute (px-\d{4}) to (\d{1,4}(?: [a-z]{1,20}){1,4})")
 
 # --- text ------------------------------------------------------------------------------
 
@@ -381,93 +384,83 @@ def read(observation: str) -> list[Claim]:
     return TEXT.read(observation)
 
 
-# --- rendering on the step path --------------------------------------------------------
+# --- text on the step path -------------------------------------------------------------
 #
-# ``TEXT.render`` builds a dict per line; the step path instead calls a function compiled
-# per template from the same template strings (see ``_renderer``), with the surface forms
-# of values memoised. The reader compiles the very same strings, so writer and reader
-# agree.
+# ``TEXT.render`` builds a dict per line; the step path instead fills each template with
+# ``%``, from the very template strings the reader compiles (so writer and reader agree).
+# Callers hand over the values' surface forms, looked up in the tables below, and the
+# entity ids the line names (``wm.mentioned``).
 
 
 class _Memo(dict):
-    """A dict that fills itself from ``func`` on a miss (for a bounded set of keys)."""
+    """A dict that fills itself from ``func`` on a miss.
 
-    __slots__ = ("func",)
+    Its values are a pure function of the key, so emptying it when it reaches ``limit``
+    entries (agent-given addresses are unbounded) only costs recomputation.
+    """
 
-    def __init__(self, func: Callable[[str], str]) -> None:
+    __slots__ = ("func", "limit")
+
+    def __init__(self, func: Callable[[str], Any], limit: int = 1 << 16) -> None:
         super().__init__()
         self.func = func
+        self.limit = limit
 
-    def __missing__(self, key: str) -> str:
+    def __missing__(self, key: str) -> Any:
+        if len(self) >= self.limit:
+            self.clear()
         value = self[key] = self.func(key)
         return value
 
 
-def _fast_to_text(slot_type: SlotType) -> Callable[[str], str]:
-    # Persons, hubs and statuses come from fixed pools; addresses and parcel ids can come
-    # from the agent (a reroute, an unknown parcel), so they get bounded LRU caches.
-    if slot_type in (_ADDR, _PARCEL):
-        return lru_cache(maxsize=16384)(slot_type.to_text)
-    return _Memo(slot_type.to_text).__getitem__
+STATUSES = ("booked", "in_transit", "delayed", "delivered")
+_TRACKING_IDS = tuple(f"parcel:px-{n}" for n in range(1000, 1000 + ID_CAPACITY))
+"""Every tracking id, by its number less 1000 (what a booking draws)."""
 
-
-_TO_TEXT = {slot: _fast_to_text(t) for slot, t in SLOT_TYPES.items()}
-
-
-_Said = tuple[tuple[int, ...], tuple[str, ...]]
-"""One line's values and the positions among them of entity ids (``wm.mentioned``)."""
-
-
-class _Form(NamedTuple):
-    """A message kind compiled for the step path.
-
-    Attributes:
-        lines: per template (variant 0 canonical), a function of the values (in the
-            kind's slot order) -> the line; or the line itself for a template without
-            slots.
-        paraphrases: how many templates besides the canonical one.
-        entities: positions of the entity slots (their values count as mentioned).
-    """
-
-    lines: tuple[Callable[[tuple[str, ...]], str] | str, ...]
-    paraphrases: int
-    entities: tuple[int, ...]
-
-
-def _compile(templates: tuple[str, ...], slots: tuple[str, ...]) -> _Form:
-    return _Form(
-        tuple(_renderer(template, slots) for template in templates),
-        len(templates) - 1,
-        tuple(k for k, slot in enumerate(slots) if SLOT_TYPES[slot].entity),
+# The surface forms of every tracking id, person, hub and status (fixed pools, so a plain
+# dict, the cheapest lookup); of addresses (agent-given ones too) in a bounded memo.
+_SURFACE = {
+    value: SLOT_TYPES[slot].to_text(value)
+    for slot, pool in (
+        ("parcel", _TRACKING_IDS),
+        ("person", PERSONS),
+        ("hub", HUBS),
+        ("status", STATUSES),
     )
+    for value in pool
+}
+_ADDRESS_TEXT = _Memo(_ADDR.to_text, 1 << 16)  # with every drawn address (see below)
 
 
-def _renderer(template: str, slots: tuple[str, ...]) -> Callable[[tuple[str, ...]], str] | str:
-    """Compile ``template`` into a function of the values in ``slots`` order -> its line.
+_Variant = tuple[str, Callable[[tuple[str, ...]], Any] | None]
+"""One template compiled for the step path: the template as a ``%`` format (the line
+itself when it has no slots), and an ``itemgetter`` that puts the values, given in the
+kind's say order, in the template's order; None when they already are."""
 
-    For ``"{parcel} is at {hub}."`` with slots ``(parcel, hub)`` it builds
-    ``lambda v: "%s is at %s." % (t0(v[0]), t1(v[1]))``, ``t0`` and ``t1`` being the
-    slots' surface forms: generated, like ``collections.namedtuple`` does, because this
-    runs for every line of every step and is several times faster than ``str.format``.
-    """
+_Form = tuple[tuple[_Variant, ...], int]
+"""A message kind compiled for the step path: its variants (0 canonical), and how many
+paraphrases it has (variants besides the canonical one). A plain tuple: it is unpacked
+for every line."""
+
+
+def _percent(template: str, slots: tuple[str, ...]) -> tuple[str, Callable | None]:
+    """``template`` as a ``%`` format, and the reorder of ``slots``-ordered values it needs."""
     if not slots:
-        return template
-    parts, args = [], []
+        return template, None
+    parts, used = [], []
     for literal, slot, _, _ in string.Formatter().parse(template):
         parts.append(literal.replace("%", "%%"))
         if slot is not None:
             parts.append("%s")
-            args.append(f"t{slots.index(slot)}(v[{slots.index(slot)}])")
-    namespace = {f"t{k}": _TO_TEXT[slot] for k, slot in enumerate(slots)}
-    exec(f"render = lambda v: {''.join(parts)!r} % ({', '.join(args)},)", namespace)
-    return namespace["render"]
+            used.append(slots.index(slot))
+    return "".join(parts), None if used == sorted(used) else itemgetter(*used)
 
 
 def _slot_set(template: str) -> set[str]:
     return {slot for _, slot, _, _ in string.Formatter().parse(template) if slot is not None}
 
 
-# The order in which ``_Draft.say`` takes each kind's values (chatter is separate: its
+# The order in which the step path gives each kind's values (chatter is separate: its
 # variants name different slots). Checked against the templates below.
 _SAY_ORDER = {
     "intro": "",
@@ -477,8 +470,8 @@ _SAY_ORDER = {
     "delivered": "parcel address",
     "request_id": "parcel new",
     "request_desc": "sender receiver new",
-    "recorrect_id": "parcel old new",
-    "recorrect_desc": "sender receiver old new",
+    "recorrect_id": "parcel new old",
+    "recorrect_desc": "sender receiver new old",
     "fix_address": "parcel address",
     "tracked": "parcel status hub address",
     "rerouted": "parcel address",
@@ -502,29 +495,42 @@ def _compile_kinds() -> dict[str, _Form]:
         for template in kind.templates:
             if _slot_set(template) != set(slots):
                 raise ValueError(f"{name}: say order {slots} does not fit {template!r}")
-        forms[name] = _compile(kind.templates, slots)
+        variants = tuple(_percent(template, slots) for template in kind.templates)
+        forms[name] = (variants, len(variants) - 1)
     if missing := set(TEXT.kinds) - set(forms) - {"chatter"}:
         raise ValueError(f"no say order for {sorted(missing)}")
     return forms
 
 
 _FORMS = _compile_kinds()
+_INTRO, _BOOKING, _SCAN, _DELAY = (_FORMS[k] for k in ("intro", "booking", "scan", "delay"))
+_DELIVERED, _FIX_ADDRESS = _FORMS["delivered"], _FORMS["fix_address"]
+_REQUEST_ID, _REQUEST_DESC = _FORMS["request_id"], _FORMS["request_desc"]
+_RECORRECT_ID, _RECORRECT_DESC = _FORMS["recorrect_id"], _FORMS["recorrect_desc"]
+_WAITED, _NOTIFIED, _TRACKED = _FORMS["waited"], _FORMS["notified"], _FORMS["tracked"]
+_ESCALATED, _NOT_DELAYED = _FORMS["escalated"], _FORMS["not_delayed"]
+_TOO_LATE = _FORMS["too_late"]
+_REROUTED, _SAME_ADDRESS = _FORMS["rerouted"], _FORMS["same_address"]
+_UNKNOWN_PARCEL, _BAD_ADDRESS = _FORMS["unknown_parcel"], _FORMS["bad_address"]
+for _form in (_SCAN, _DELAY, _DELIVERED):  # _Draft.advance formats these without say()
+    if not _form[1] or any(order is not None for _, order in _form[0]):
+        raise ValueError("scan, delay and delivered need paraphrases in say order")
 
 
-def _chatter_lines(template: str) -> tuple[tuple[str, _Said | None], ...]:
+def _chatter_lines(template: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     # Every line a chatter template can give (at most one slot, filled from a fixed
-    # pool), rendered once, each with what it names.
+    # pool), rendered once, each with the entity it names.
     slots = tuple(_slot_set(template))
     if not slots:
-        return ((template, None),)
+        return ((template, ()),)
     if slots not in (("person",), ("hub",)):
         raise ValueError(f"chatter names one person or one hub: {template!r}")
     pool = PERSONS if slots == ("person",) else HUBS
-    render = _renderer(template, slots)
-    return tuple((render((v,)), ((0,), (v,))) for v in pool)
+    fmt, _ = _percent(template, slots)
+    return tuple((fmt % _SURFACE[v], (v,)) for v in pool)
 
 
-def _chatter_table() -> tuple[tuple[str, _Said | None], ...]:
+def _chatter_table() -> tuple[tuple[str, tuple[str, ...]], ...]:
     # A variant uniformly, then one of its lines uniformly, as one table in which each
     # variant fills the same share: one draw picks a line.
     variants = [_chatter_lines(t) for t in TEXT.kinds["chatter"].templates]
@@ -569,11 +575,11 @@ def _episode_key(seed: int) -> int:
             return _mix30(key ^ 0x2545F491) if seed < 0 else key
 
 
-def _start(seed: int, step: int) -> int:
-    """The generator's state at the start of ``step``: a hash of (seed, step)."""
+def _start(key: int, step: int) -> int:
+    """The generator's state at the start of ``step``: a hash of (episode key, step)."""
     # Steps spread apart by an odd multiplier (small: the product stays below 2**30 for
     # any horizon), then one xorshift-multiply round.
-    z = _episode_key(seed) ^ step * 40503
+    z = key ^ step * 40503
     z = ((z ^ (z >> 15)) * 0x2C1B3C6D) & _M30
     return z ^ (z >> 13)
 
@@ -678,7 +684,20 @@ class _ParcelFields(NamedTuple):  # the fields of ``Parcel``; grouped by what ch
     due: int
 
 
-_new = tuple.__new__  # builds a Parcel from a tuple without NamedTuple's slow __new__
+_new = tuple.__new__  # builds a NamedTuple from a tuple without NamedTuple's slow __new__
+
+# A parcel's record on the step path: a plain tuple of the fields above, read by these
+# positions. CPython 3.11 reads a NamedTuple field by name, or builds a NamedTuple, at
+# several times the cost of the plain tuple operation, and the step path does both a
+# few dozen times per step; ``Parcel`` is the record's named view for everything else.
+(
+    _ID, _SENDER, _RECEIVER, _ROUTE, _PACE, _BOOKED_AT, _ADDRESS, _ADDRESS_AT, _REQUESTED,
+    _REQUEST, _REQUESTED_AT, _CORRECTED, _HOP, _LOCATION, _LOCATION_AT, _STATUS, _STATUS_AT,
+    _DUE,
+) = range(len(_ParcelFields._fields))  # fmt: skip
+
+_Record = tuple
+"""A parcel's fields as a plain tuple, in ``Parcel``'s order."""
 
 
 class Parcel(_ParcelFields):
@@ -690,56 +709,14 @@ class Parcel(_ParcelFields):
     the parcel by description. ``corrected`` says whether its address or request
     changed after booking. ``facts`` and ``digest`` are derived from the fields.
 
-    A parcel changes only through the methods below, each returning a new one; they
-    splice tuples by field position (``_replace`` costs several times as much, and a
-    step builds one or two parcels), so they follow the field order above. They
-    concatenate tuples, cheaper in CPython than unpacking slices into a display.
+    States keep parcels as plain tuples of these fields (``_Record``), changed only by
+    the ``_scanned``... functions below; ``ParcelState.parcel`` and ``parcels`` give
+    them as ``Parcel``, one cached view per record (see ``_view``).
     """
 
     # A subclass of the NamedTuple (which has no __dict__) so that the derived values can
-    # be cached per parcel version: only ground truth needs them, so an episode without
-    # ground truth never pays for them, and one with it computes each version's once.
-
-    def scanned(self, hub: str, step: int, due: int) -> Parcel:
-        """Arrived at the next hub of its route, in transit, next event at ``due``."""
-        p, moved = self, (self[12] + 1, hub, step, "in_transit", step, due)
-        return _new(Parcel, p[:12] + moved)
-
-    def delayed(self, step: int, due: int) -> Parcel:
-        """Held up where it is until ``due``."""
-        return _new(Parcel, self[:14] + (step, "delayed", step, due))  # noqa: RUF005
-
-    def escalated(self, step: int) -> Parcel:
-        """Moving again: its next event comes at the next step."""
-        return _new(Parcel, self[:14] + (step, "in_transit", step, step + 1))  # noqa: RUF005
-
-    def delivered(self, step: int) -> Parcel:
-        """Delivered to its address; no more events."""
-        p = self
-        return _new(Parcel, p[:7] + (step,) + p[8:15] + ("delivered", step, -1))  # noqa: RUF005
-
-    def tracked(self, step: int) -> Parcel:
-        """Status, location and address all stated at ``step``."""
-        p = self
-        return _new(Parcel, p[:7] + (step,) + p[8:14] + (step, p[15], step, p[17]))  # noqa: RUF005
-
-    def status_stated(self, step: int) -> Parcel:
-        """Status stated at ``step``."""
-        return _new(Parcel, self[:16] + (step, self[17]))  # noqa: RUF005
-
-    def address_stated(self, step: int) -> Parcel:
-        """Address stated at ``step``."""
-        return _new(Parcel, self[:7] + (step,) + self[8:])  # noqa: RUF005
-
-    def readdressed(self, address: str, step: int, request: str) -> Parcel:
-        """Sent to ``address`` (stated at ``step``), its request now ``request``."""
-        p = self
-        changed = (address, step, p[8], request, p[10], True)
-        return _new(Parcel, p[:6] + changed + p[12:])
-
-    def requested_to(self, address: str, anchor: int) -> Parcel:
-        """An open request to send it to ``address``, identified by step ``anchor``."""
-        return _new(Parcel, self[:8] + (address, "open", anchor, True) + self[12:])  # noqa: RUF005
+    # be cached per view: only ground truth needs them, so an episode without ground
+    # truth never pays for them, and one with it computes each version's once.
 
     @_cached
     def facts(self) -> tuple[Fact, ...]:
@@ -761,11 +738,91 @@ class Parcel(_ParcelFields):
         return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big")
 
 
+# How a step changes a parcel record; each returns a new record. They splice tuples by
+# field position and concatenate (cheaper in CPython than unpacking slices into a
+# display), so they follow the field order above.
+
+
+def _scanned(p: _Record, hub: str, step: int, due: int) -> _Record:
+    """Arrived at the next hub of its route, in transit, next event at ``due``."""
+    return p[:12] + (p[12] + 1, hub, step, "in_transit", step, due)  # noqa: RUF005
+
+
+def _delayed(p: _Record, step: int, due: int) -> _Record:
+    """Held up where it is until ``due``."""
+    return p[:14] + (step, "delayed", step, due)  # noqa: RUF005
+
+
+def _escalated(p: _Record, step: int) -> _Record:
+    """Moving again: its next event comes at the next step."""
+    return p[:14] + (step, "in_transit", step, step + 1)  # noqa: RUF005
+
+
+def _delivered(p: _Record, step: int) -> _Record:
+    """Delivered to its address (stated at ``step``); no more events."""
+    return p[:7] + (step,) + p[8:15] + ("delivered", step, -1)  # noqa: RUF005
+
+
+def _tracked(p: _Record, step: int) -> _Record:
+    """Status, location and address all stated at ``step``."""
+    return p[:7] + (step,) + p[8:14] + (step, p[15], step, p[17])  # noqa: RUF005
+
+
+def _status_stated(p: _Record, step: int) -> _Record:
+    """Status stated at ``step``."""
+    return p[:16] + (step, p[17])  # noqa: RUF005
+
+
+def _address_stated(p: _Record, step: int) -> _Record:
+    """Address stated at ``step``."""
+    return p[:7] + (step,) + p[8:]  # noqa: RUF005
+
+
+def _readdressed(p: _Record, address: str, step: int, request: str) -> _Record:
+    """Sent to ``address`` (stated at ``step``), its request now ``request``."""
+    return p[:6] + (address, step, p[8], request, p[10], True) + p[12:]  # noqa: RUF005
+
+
+def _requested_to(p: _Record, address: str, anchor: int) -> _Record:
+    """An open request to send it to ``address``, identified by step ``anchor``."""
+    return p[:8] + (address, "open", anchor, True) + p[12:]  # noqa: RUF005
+
+
+class _Views(dict):
+    """Each record's ``Parcel`` view, by the record's identity.
+
+    One view per record object, so that its facts and digest are computed once: a step
+    passes its parcels' records on as they are, and the next finds their views again
+    without hashing 18 fields. Each entry holds its record, so an identity cannot be
+    reused while it is cached (nothing here can go stale). Emptied when it reaches
+    ``limit`` entries: small, as a step needs only the views of the parcels it changes
+    and those of the step before, and views kept alive long end up in the cyclic
+    garbage collector's oldest generation, where they trigger full collections.
+    """
+
+    __slots__ = ("limit",)
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __call__(self, record: _Record) -> Parcel:
+        entry = self.get(id(record))
+        if entry is None:
+            if len(self) >= self.limit:
+                self.clear()
+            entry = self[id(record)] = (record, _new(Parcel, record))
+        return entry[1]
+
+
+_view = _Views(512)
+
+
 _Change = tuple[Parcel | None, Parcel]
 """A parcel before and after one phase of a step; ``None`` before a booking."""
 
-_Touched = tuple[int, Parcel | None]
-"""A parcel changed in one phase of a step: its index, and itself before the phase."""
+_Touched = tuple[int, _Record | None]
+"""A parcel changed in one phase of a step: its index, and its record before the phase."""
 
 
 _Commands = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
@@ -776,16 +833,18 @@ those after them."""
 class _ParcelStateFields(NamedTuple):  # the fields of ``ParcelState``
     params: ParcelParams
     seed: int
+    key: int
     step: int
-    parcels: immutables.Map[int, Parcel]
-    index: immutables.Map[str, int]
     active: tuple[int, ...]
+    live: tuple[_Record, ...]
+    retired: immutables.Map[int, _Record]
+    index: immutables.Map[str, int]
     used_pairs: immutables.Map[tuple[str, str], None]
     text: str
-    said: tuple[_Said, ...]
+    said: tuple[str, ...]
     advanced: bool
-    action_touched: tuple[_Touched, ...]
-    event_touched: tuple[_Touched, ...]
+    before: tuple[tuple[int, ...], tuple[_Record, ...]]
+    acted: tuple[tuple[int, _Record, _Record], ...]
     admissible: tuple[str, ...]
     commands: _Commands
     reward: int
@@ -799,23 +858,27 @@ class ParcelState(_ParcelStateFields):
     Attributes:
         params: the episode parameters.
         seed: episode seed; step ``t`` draws from a generator seeded by (seed, t).
+        key: the seed folded into 30 bits (``_episode_key``), kept for those draws.
         step: steps taken since reset (0 at reset).
-        parcels: every parcel ever booked, by its index (0, 1, ... in booking order).
-            A persistent map, so that a step costs the same late in an episode as early
-            on: changing a parcel shares the rest with the previous step's map instead
-            of copying every parcel ever booked.
+        active: indices (0, 1, ... in booking order) of the parcels not yet delivered,
+            in booking order.
+        live: those parcels' records (see ``Parcel``), in the same order. Kept apart
+            from the delivered ones, which rarely change, so that a step copies a few
+            records, not a map.
+        retired: the delivered parcels' records by index, a persistent map (a delivery
+            shares structure with the previous step's instead of copying them all).
         index: each parcel's index by its id (the ids taken, never reused).
-        active: indices of parcels not yet delivered, in booking order.
-        used_pairs: (sender, receiver) pairs taken, as the keys of a persistent map (a
-            booking shares structure with the previous step's instead of copying them
-            all); never reused, so descriptions are unambiguous.
+        used_pairs: (sender, receiver) pairs taken, as the keys of a persistent map;
+            never reused, so descriptions are unambiguous.
         text: this step's observation, one message per line.
-        said: the values of this step's lines that name something (see ``mentioned``).
+        said: the entity ids this step's lines name, with repeats (see ``mentioned``).
         advanced: whether the world moved on into this state (False at reset and
             after a rejected command); probes come only then.
-        action_touched: the parcels the agent's command changed this step, each as
-            ``(index, version before)`` (``None`` before a booking).
-        event_touched: the same for the world events of this step.
+        before: ``(active, live)`` of the state this one came from (empty at reset).
+        acted: the parcel the agent's command changed, as ``(index, record before,
+            record after)``; empty if it changed none. With ``before``, what the world
+            events changed is derived when asked (``event_touched``), so that a step
+            without ground truth does no bookkeeping for it.
         admissible: the admissible commands, sorted.
         commands: the parts of them that only the active parcels decide (see
             ``_commands``), kept to rebuild the rest cheaply when a request changes.
@@ -823,13 +886,30 @@ class ParcelState(_ParcelStateFields):
         score: cumulative reward.
         max_score: requests issued so far (each can be served once for +1).
 
-    Derived on first use (only ground truth needs them): ``probes``, ``mentioned``,
-    ``action_changes``, ``event_changes``, ``action_delta``, ``event_delta``, ``facts``
-    and ``digest``.
+    Derived on first use (only ground truth needs them): ``parcels``, ``probes``,
+    ``mentioned``, ``action_touched``, ``event_touched``, ``action_changes``,
+    ``event_changes``, ``net_changes``, ``action_delta``, ``event_delta``, ``facts`` and
+    ``digest``.
     """
 
     # A NamedTuple, being cheaper to build than a frozen dataclass (one per step),
     # subclassed so that the derived values below can be cached on first use.
+
+    def record(self, i: int) -> _Record:
+        """Return the record of the parcel with index ``i`` (booked ``i``-th, from 0)."""
+        p = self.retired.get(i)
+        return self.live[self.active.index(i)] if p is None else p
+
+    def parcel(self, i: int) -> Parcel:
+        """Return the parcel with index ``i`` (booked ``i``-th, from 0)."""
+        return _view(self.record(i))
+
+    @_cached
+    def parcels(self) -> immutables.Map[int, Parcel]:
+        """Every parcel ever booked, by index."""
+        view = _view
+        every = chain(self.retired.items(), zip(self.active, self.live, strict=True))
+        return immutables.Map({i: view(record) for i, record in every})
 
     @_cached
     def probes(self) -> tuple[Probe, ...]:
@@ -839,24 +919,54 @@ class ParcelState(_ParcelStateFields):
     @_cached
     def mentioned(self) -> tuple[str, ...]:
         """Sorted entity ids named in this step's observation."""
-        return tuple(sorted({values[k] for entities, values in self.said for k in entities}))
+        return tuple(sorted(set(self.said)))
+
+    @_cached
+    def action_touched(self) -> tuple[_Touched, ...]:
+        """``(index, record before)`` of each parcel the agent's command changed."""
+        return tuple([(i, old) for i, old, _ in self.acted])
+
+    @_cached
+    def event_touched(self) -> tuple[_Touched, ...]:
+        """``(index, record before them)`` of each parcel the world events changed.
+
+        ``None`` before a booking. A step passes unchanged records on as they are, so a
+        record that is not the one before is a change.
+        """
+        base = dict(zip(*self.before, strict=True))
+        for i, _, after in self.acted:  # the command came first
+            if i in base:
+                base[i] = after
+        touched = []
+        for i, record in zip(self.active, self.live, strict=True):
+            if (old := base.pop(i, None)) is not record:
+                touched.append((i, old))
+        touched += base.items()  # the rest left ``live``: delivered now
+        return tuple(touched)
 
     @_cached
     def action_changes(self) -> tuple[_Change, ...]:
         """``(before, after)`` of each parcel the agent's command changed this step."""
-        after_command = dict(self.event_touched)  # the events' "before" where they came next
-        parcels = self.parcels
-        changes = tuple([(old, after_command.get(i, parcels[i])) for i, old in self.action_touched])
+        view = _view
+        changes = tuple([(view(old), view(after)) for _, old, after in self.acted])
         _derive_facts(changes)
         return changes
 
     @_cached
     def event_changes(self) -> tuple[_Change, ...]:
         """``(before, after)`` of each parcel the world events changed this step."""
-        parcels = self.parcels
-        changes = tuple([(old, parcels[i]) for i, old in self.event_touched])
+        view, record = _view, self.record
+        changes = tuple([(old and view(old), view(record(i))) for i, old in self.event_touched])
         _derive_facts(changes)
         return changes
+
+    @_cached
+    def net_changes(self) -> tuple[_Change, ...]:
+        """``(before the step, after it)`` of each parcel the step changed."""
+        net: dict[str, _Change] = {}  # a parcel changed by the command and by an event
+        for old, new in self.action_changes + self.event_changes:
+            net[new.id] = (net[new.id][0] if new.id in net else old, new)
+        return tuple(net.values())
 
     @_cached
     def action_delta(self) -> Delta:
@@ -876,21 +986,30 @@ class ParcelState(_ParcelStateFields):
     @_cached
     def _fact_list(self) -> list[Fact]:
         # A list, never changed once made, so that a splice and ``wm.state`` copy it once
-        # each. Once the previous state's is known, spliced from it (see _Draft.freeze):
+        # each. Once the previous state's is known, spliced from it (see _carry_truth):
         # only the parcels this step changed are redone.
         before = self.__dict__.pop("_facts_before", None)
         if before is not None:
-            return _splice(before, self.action_changes + self.event_changes)
-        by_id = sorted(self.parcels.values())  # parcels sort by their id, the first field
-        return list(chain.from_iterable([p.facts for p in by_id]))
+            return _splice(before, self.net_changes)
+        records = sorted(chain(self.retired.values(), self.live))  # sorted by id
+        view = _view
+        return list(chain.from_iterable([view(record).facts for record in records]))
 
     @_cached
     def digest(self) -> int:
         """Sum of parcel digests mod 2**64 (the world part of ``state_hash``).
 
-        The next step's state gets it incrementally once it is known (see ``_Draft.freeze``).
+        Once the previous state's is known, updated by the parcels this step changed
+        (see _carry_truth).
         """
-        return sum(p.digest for p in self.parcels.values()) % 2**64
+        before = self.__dict__.pop("_digest_before", None)
+        if before is not None:
+            for old, new in self.net_changes:
+                before += new.digest - (old.digest if old is not None else 0)
+            return before % 2**64
+        view = _view
+        every = chain(self.retired.values(), self.live)
+        return sum(view(record).digest for record in every) % 2**64
 
 
 def state_hash(state: ParcelState) -> str:
@@ -943,15 +1062,15 @@ def _derive_facts(changes: tuple[_Change, ...]) -> None:
 
 
 def _splice(facts: list[Fact], changes: tuple[_Change, ...]) -> list[Fact]:
-    """Return the sorted ``facts`` with each changed parcel's run of facts replaced."""
-    net: dict[str, _Change] = {}  # a parcel changed by the command and by an event
-    for old, new in changes:
-        net[new.id] = (net[new.id][0] if new.id in net else old, new)
+    """Return the sorted ``facts`` with each changed parcel's run of facts replaced.
+
+    ``changes``: at most one per parcel (``ParcelState.net_changes``).
+    """
     # Where each parcel's run starts: facts sort by subject first, and (pid,) sorts just
     # before every fact about pid. A new parcel's run is empty in ``facts``. Replacing
     # from the last run back keeps the earlier positions valid.
     runs = sorted(
-        ((bisect.bisect_left(facts, (pid,)), pid, old, new) for pid, (old, new) in net.items()),
+        [(bisect.bisect_left(facts, (new.id,)), new.id, old, new) for old, new in changes],
         reverse=True,
     )
     spliced = list(facts)
@@ -989,36 +1108,42 @@ def _delta(changes: tuple[_Change, ...]) -> Delta:
 class _Draft:
     """Mutable scratch copy of a state for one transition, frozen again by ``freeze``.
 
-    Transitions stay pure: the draft changes a mutation of the state's persistent map of
-    parcels and its own lists, never the input state. ``touched`` remembers each parcel
-    as it was when the current phase (agent command, then world events) first changed
-    it, to split the delta by cause. ``admissible`` is the input state's commands until
-    an open request or the active parcels change, then None; ``commands`` likewise until
-    the active parcels change. ``x`` is the random generator's state.
+    Transitions stay pure: the draft changes its own copies (the live parcels in a list,
+    new persistent maps), never the input state. ``acted`` is the command's change, if
+    any (the events' changes are derived from ``before`` when ground truth asks for
+    them). ``admissible`` is the input state's commands until an open request or the
+    active parcels change, then None; ``commands`` likewise until the active parcels
+    change. ``x`` is the random generator's state; draws step it inline (see
+    "randomness"), as a method call would cost more than the draw.
     """
 
     __slots__ = (
-        "active", "admissible", "commands", "index", "lines", "max_score", "params",
-        "parcels", "rate", "said", "state", "step", "touched", "used_pairs", "x",
+        "acted", "active", "admissible", "before", "commands", "index", "indirect", "key",
+        "lines", "live", "max_score", "params", "rate", "retired", "said", "score", "seed",
+        "state", "step", "used_pairs", "x",
     )  # fmt: skip
 
-    def __init__(self, state: ParcelState, step: int, seed_step: int) -> None:
+    def __init__(self, state: ParcelState) -> None:
         self.state = state
         # One unpacking of the state's fields, cheaper than reading them one by one (``_``
         # for those the draft makes anew).
         (
-            params, seed, _, parcels, self.index, active, self.used_pairs, _, _, _, _, _,
-            self.admissible, self.commands, _, _, self.max_score,
+            params, self.seed, key, step, self.active, live, self.retired, self.index,
+            self.used_pairs, _, _, _, _, _, self.admissible, self.commands, _, self.score,
+            self.max_score,
         ) = state  # fmt: skip
-        self.params = params
-        self.rate = params._chances[0]
-        self.step = step
-        self.x = _start(seed, seed_step)
-        self.parcels = parcels.mutate()  # frozen again by freeze
-        self.active = list(active)
+        self.params, self.key = params, key
+        self.rate, self.indirect = params._chances
+        self.step = step = step + 1
+        # The generator's state at the start of the step, ``_start(key, step)`` inlined.
+        z = key ^ step * 40503
+        z = ((z ^ (z >> 15)) * 0x2C1B3C6D) & _M30
+        self.x = z ^ (z >> 13)
+        self.before = (self.active, live)
+        self.acted: tuple[tuple[int, _Record, _Record], ...] = ()
+        self.live = list(live)
         self.lines: list[str] = []
-        self.said: list[_Said] = []
-        self.touched: dict[int, Parcel | None] = {}
+        self.said: list[str] = []
 
     def choice(self, seq: Any) -> Any:
         """Return a uniformly chosen element of the non-empty sequence ``seq``."""
@@ -1027,172 +1152,355 @@ class _Draft:
 
     # -- text --
 
-    def say(self, kind: str, *values: str) -> None:
-        """Add a line of ``kind`` (values in its ``_SAY_ORDER``); a paraphrase at the rate."""
-        lines, paraphrases, entities = _FORMS[kind]
-        line = lines[0]
+    def say(self, form: _Form, texts: tuple[str, ...] = (), names: tuple[str, ...] = ()) -> None:
+        """Add a line of ``form`` (a paraphrase at the rate) filled with ``texts``.
+
+        Args:
+            form: the message kind.
+            texts: the surface forms of its values, in its ``_SAY_ORDER``.
+            names: the entity ids the line names (for ``wm.mentioned``).
+        """
+        variants, paraphrases = form
+        line, order = variants[0]
         if paraphrases:
             # One draw decides both whether to paraphrase and which paraphrase: below the
             # rate's threshold, it is uniform in [0, rate).
             self.x = x = (self.x * _LCG_MUL + _LCG_ADD) & _M30
             if x < self.rate:
-                line = lines[1 + x * paraphrases // self.rate]
-        if values:
-            line = line(values)
-            if entities:
-                self.said.append((entities, values))
+                line, order = variants[1 + x * paraphrases // self.rate]
+        if texts:
+            line %= texts if order is None else order(texts)
         self.lines.append(line)
+        if names:
+            self.said += names
 
-    def chatter(self, first: int) -> None:
-        """Insert ``distractors`` chatter lines at random places after line ``first``."""
+    def chatter(self) -> None:
+        """Insert ``distractors`` chatter lines at random places after the first line."""
         lines, x = self.lines, self.x
         for _ in range(self.params.distractors):
             # Two draws: the line, and where it goes.
             x = (x * _LCG_MUL + _LCG_ADD) & _M30
-            line, said = _CHATTER[(x * len(_CHATTER)) >> 30]
+            line, names = _CHATTER[(x * _CHATTER_LINES) >> 30]
             x = (x * _LCG_MUL + _LCG_ADD) & _M30
-            lines.insert(first + ((x * (len(lines) - first + 1)) >> 30), line)
-            if said:
-                self.said.append(said)
+            lines.insert(1 + ((x * len(lines)) >> 30), line)
+            if names:
+                self.said += names
         self.x = x
 
     # -- parcels --
 
-    def put(self, i: int, parcel: Parcel) -> None:
-        self.touched.setdefault(i, self.parcels[i])
-        self.parcels[i] = parcel
+    def put(self, i: int, k: int, parcel: _Record) -> None:
+        """The command's change: parcel ``i`` (``live[k]``, or delivered if -1) is ``parcel``."""
+        if k >= 0:
+            self.acted = ((i, self.live[k], parcel),)
+            self.live[k] = parcel
+        else:
+            self.acted = ((i, self.retired[i], parcel),)
+            self.retired = self.retired.set(i, parcel)
 
-    def retire(self, i: int) -> None:
-        self.active.remove(i)
-        self.admissible = self.commands = None
-
-    def changes(self) -> tuple[_Touched, ...]:
-        """Return the parcels changed in the phase now ending, and start the next phase."""
-        if not self.touched:
-            return ()
-        touched = tuple(self.touched.items())
-        self.touched = {}
-        return touched
-
-    def find(self, pid: str) -> int | None:
-        return self.index.get(pid)
+    def address(self, avoid: tuple[str, ...]) -> str:
+        """Draw an address (one draw among all of them) not in ``avoid``."""
+        while True:
+            self.x = x = (self.x * _LCG_MUL + _LCG_ADD) & _M30
+            address = _ADDRESS_BY_DRAW[(x * _ADDRESSES) >> 30]
+            if address not in avoid:
+                return address
 
     def book(self) -> None:
         """Book a parcel: a fresh id and (sender, receiver) pair, pace, route, address."""
         step, x, index, used = self.step, self.x, self.index, self.used_pairs
-        # Fresh ids and pairs by rejection: capacity is validated against the horizon, so
-        # a draw or two almost always do; past the horizon a scan takes over.
-        for _ in range(64):
-            x = (x * _LCG_MUL + _LCG_ADD) & _M30
-            pid = f"parcel:px-{1000 + ((x * ID_CAPACITY) >> 30)}"
-            if pid not in index:
+        # Fresh ids and pairs by rejection, at most 64 draws each: capacity is validated
+        # against the horizon, so a draw or two almost always do; past it a scan takes over.
+        x = (x * _LCG_MUL + _LCG_ADD) & _M30
+        pid = _TRACKING_IDS[(x * ID_CAPACITY) >> 30]
+        tries = 1
+        while pid in index:
+            if tries == 64:
+                pid = _first_free_id(index)
                 break
-        else:
-            pid = _first_free_id(index)
-        n = len(PERSONS)
-        for _ in range(64):
             x = (x * _LCG_MUL + _LCG_ADD) & _M30
-            a = (x * n) >> 30
+            pid = _TRACKING_IDS[(x * ID_CAPACITY) >> 30]
+            tries += 1
+        tries = 0
+        while True:
+            if tries == 64:
+                sender, receiver = pair = _first_free_pair(used)
+                break
             x = (x * _LCG_MUL + _LCG_ADD) & _M30
-            b = (x * (n - 1)) >> 30
-            pair = (PERSONS[a], PERSONS[b + (b >= a)])
+            a = (x * _PERSON_COUNT) >> 30
+            x = (x * _LCG_MUL + _LCG_ADD) & _M30
+            b = (x * (_PERSON_COUNT - 1)) >> 30
+            sender, receiver = pair = (PERSONS[a], PERSONS[b + (b >= a)])
             if pair not in used:
                 break
-        else:
-            pair = _first_free_pair(used)
-        # Pace (weighted); the route: one draw among all of them (2 to 5 distinct hubs),
-        # read as mixed-radix digits: its length, then each hub among those left.
+            tries += 1
+        # Pace (weighted); the route: one draw among all of them, read as mixed-radix
+        # digits: its length (2 + longer hubs), then each hub among those left.
         x = (x * _LCG_MUL + _LCG_ADD) & _M30
-        pace = bisect.bisect_right(_PACE_CUMULATIVE, (x * _PACE_CUMULATIVE[-1]) >> 30)
+        pace = _PACE_BY_DRAW[(x * _PACE_TOTAL) >> 30]
         x = (x * _LCG_MUL + _LCG_ADD) & _M30
-        u, longer = divmod((x * _ROUTES) >> 30, 4)  # the route has 2 + longer hubs
-        hubs, route = list(HUBS), []
-        for left in range(len(HUBS), len(HUBS) - 2 - longer, -1):
-            u, k = divmod(u, left)
-            route.append(hubs.pop(k))
-        route = tuple(route)
+        u, longer = divmod((x * _ROUTES) >> 30, 4)
+        route = _ROUTE_STARTS[u % _STARTS]  # the first two digits at once
+        if longer:
+            hubs, more = list(_ROUTE_RESTS[u % _STARTS]), []
+            u //= _STARTS
+            for left in range(len(hubs), len(hubs) - longer, -1):
+                u, k = divmod(u, left)
+                more.append(hubs.pop(k))
+            route += tuple(more)
+        origin = route[0]
         low, high = PACES[pace]
-        x = (x * _LCG_MUL + _LCG_ADD) & _M30
+        self.x = x = (x * _LCG_MUL + _LCG_ADD) & _M30
         due = step + low + ((x * (high - low + 1)) >> 30)
-        self.x = x
-        address = _address(self, ())
-        sender, receiver = pair
+        address = self.address(())
         # In field order: id, sender, receiver, route, pace, booked_at, address,
         # address_at, requested, request, requested_at, corrected, hop, location,
         # location_at, status, status_at, due.
-        parcel = _new(Parcel, (
-            pid, sender, receiver, route, pace, step, address, step, "", "none", -1, False,
-            0, route[0], step, "booked", step, due,
-        ))  # fmt: skip
-        i = len(self.parcels)
-        self.parcels[i] = parcel
-        self.touched[i] = None
-        self.active.append(i)
+        parcel = (
+            pid, sender, receiver, route, pace, step, address, step, "", "none", -1, False, 0,
+            origin, step, "booked", step, due,
+        )  # fmt: skip
+        i = len(index)  # every parcel booked so far has an id in the index
+        self.live.append(parcel)
+        self.active += (i,)
         self.admissible = self.commands = None
         self.used_pairs = used.set(pair, None)
         self.index = index.set(pid, i)
-        self.say("booking", pid, sender, receiver, address, route[0])
+        surface = _SURFACE
+        self.say(
+            _BOOKING,
+            (
+                surface[pid], surface[sender], surface[receiver], _ADDRESS_TEXT[address],
+                surface[origin],
+            ),
+            (pid, sender, receiver, origin),
+        )  # fmt: skip
 
-    def freeze(
-        self,
-        reward: int,
-        action_touched: tuple[_Touched, ...],
-        event_touched: tuple[_Touched, ...],
-        advanced: bool,
-    ) -> ParcelState:
-        admissible, commands = self.admissible, self.commands
+    # -- the agent's command --
+
+    def act(self, command: tuple[str, ...]) -> int | None:
+        """Apply the agent's parsed command; return its reward, or None if rejected."""
+        verb = command[0]
+        if verb == "wait":
+            self.say(_WAITED)
+            return 0
+        if verb == "notify":
+            person = command[1]
+            self.say(_NOTIFIED, (_SURFACE[person],), (person,))
+            return 0
+        if verb in _REFUSALS:
+            self.say(_FORMS[verb])
+            return None
+        pid = command[1]
+        i = self.index.get(pid)
+        if i is None:
+            self.say(_UNKNOWN_PARCEL, (_PARCEL.to_text(pid),), (pid,))
+            return None
+        active = self.active
+        k = active.index(i) if i in active else -1  # -1: delivered, in ``retired``
+        p = self.live[k] if k >= 0 else self.retired[i]
+        if verb == "reroute":
+            if command[2] is None:
+                self.say(_BAD_ADDRESS)
+                return None
+            return self.reroute(i, k, p, command[2])
+        step, label = self.step, _SURFACE[pid]
+        if verb == "track":
+            self.put(i, k, _tracked(p, step))
+            hub = p[_LOCATION]
+            texts = (label, _SURFACE[p[_STATUS]], _SURFACE[hub], _ADDRESS_TEXT[p[_ADDRESS]])
+            self.say(_TRACKED, texts, (pid, hub))
+        elif p[_STATUS] == "delivered":
+            self.put(i, k, _status_stated(p, step))
+            self.say(_TOO_LATE, (label,), (pid,))
+        elif p[_STATUS] == "delayed":
+            # The carrier moves it on at the next step instead of waiting out the delay.
+            self.put(i, k, _escalated(p, step))
+            self.say(_ESCALATED, (label, _SURFACE[p[_LOCATION]]), (pid, p[_LOCATION]))
+        else:
+            self.say(_NOT_DELAYED, (label,), (pid,))
+        return 0
+
+    def reroute(self, i: int, k: int, p: _Record, address: str) -> int:
+        pid, step = p[_ID], self.step
+        label = _SURFACE[pid]
+        if p[_STATUS] == "delivered":
+            self.put(i, k, _status_stated(p, step))
+            self.say(_TOO_LATE, (label,), (pid,))
+            return 0
+        if address == p[_ADDRESS]:
+            self.put(i, k, _address_stated(p, step))
+            self.say(_SAME_ADDRESS, (label, _ADDRESS_TEXT[address]), (pid,))
+            return 0
+        right = p[_REQUEST] == "open" and address == p[_REQUESTED]
+        if right:
+            self.put(i, k, _readdressed(p, address, step, "served"))
+            self.admissible = None  # open requests decide the reroute commands
+        else:
+            self.put(i, k, _readdressed(p, address, step, p[_REQUEST]))
+        self.say(_REROUTED, (label, _ADDRESS_TEXT[address]), (pid,))
+        return 1 if right else -1
+
+    # -- the world --
+
+    def advance(self) -> None:
+        """Scans, delays, deliveries; refill bookings; customer and depot news; chatter."""
+        step, live, active, surface = self.step, self.live, self.active, _SURFACE
+        lines, said, rate, x = self.lines, self.said, self.rate, self.x
+        delivered = []
+        # The hottest loop: say() is inlined (those kinds need no reordering).
+        for k, p in enumerate(live):
+            if p[_DUE] > step:  # not yet (one that fell due on a rejected step is due now)
+                continue
+            # Two draws: delayed or not, and the gap to the next event.
+            x = (x * _LCG_MUL + _LCG_ADD) & _M30
+            delayed = x < _DELAY_CHANCE
+            x = (x * _LCG_MUL + _LCG_ADD) & _M30
+            pid = p[_ID]
+            if delayed:
+                low, span = _DELAY_SPAN
+                live[k] = _delayed(p, step, step + low + ((x * span) >> 30))
+                hub, form = p[_LOCATION], _DELAY
+                texts, names = (surface[pid], surface[hub]), (pid, hub)
+            elif p[_HOP] + 1 < len(route := p[_ROUTE]):
+                hub, form = route[p[_HOP] + 1], _SCAN
+                low, span = _PACE_SPANS[p[_PACE]]
+                live[k] = _scanned(p, hub, step, step + low + ((x * span) >> 30))
+                texts, names = (surface[pid], surface[hub]), (pid, hub)
+            else:
+                live[k] = _delivered(p, step)
+                delivered.append(k)
+                form = _DELIVERED
+                texts, names = (surface[pid], _ADDRESS_TEXT[p[_ADDRESS]]), (pid,)
+            variants, paraphrases = form
+            x = (x * _LCG_MUL + _LCG_ADD) & _M30
+            line = variants[0][0] if x >= rate else variants[1 + x * paraphrases // rate][0]
+            lines.append(line % texts)
+            said += names
+        if delivered:
+            retired = self.retired
+            for k in reversed(delivered):
+                retired = retired.set(active[k], live.pop(k))
+                active = active[:k] + active[k + 1 :]
+            self.active, self.retired = active, retired
+            self.admissible = self.commands = None
+            self.x = x
+            load = self.params.load
+            while len(live) < load:
+                self.book()
+            x = self.x
+
+        # Customer and depot news, each with its chance (the draws are kept local, and
+        # handed to the draft around the calls that draw too).
+        x = (x * _LCG_MUL + _LCG_ADD) & _M30
+        if x < _REQUEST_CHANCE:
+            self.x = x
+            if pool := self.untouched():
+                self.request(self.choice(pool), False)
+            x = self.x
+        x = (x * _LCG_MUL + _LCG_ADD) & _M30
+        if x < _RECORRECT_CHANCE:
+            self.x = x
+            if pool := [k for k, p in enumerate(live) if p[_REQUEST] == "open"]:
+                self.request(self.choice(pool), True)
+            x = self.x
+        self.x = x = (x * _LCG_MUL + _LCG_ADD) & _M30
+        if x < _FIX_CHANCE and (pool := self.untouched()):
+            k = self.choice(pool)
+            p = live[k]
+            address = self.address((p[_ADDRESS],))
+            live[k] = _readdressed(p, address, step, p[_REQUEST])
+            self.say(_FIX_ADDRESS, (surface[p[_ID]], _ADDRESS_TEXT[address]), (p[_ID],))
+        self.chatter()
+
+    def untouched(self) -> list[int]:
+        """Positions in ``live`` of parcels booked before this step with no request yet."""
+        step, pool = self.step, []
+        for k, p in enumerate(self.live):
+            if p[_REQUEST] == "none" and p[_BOOKED_AT] < step:
+                pool.append(k)
+        return pool
+
+    def request(self, k: int, recorrect: bool) -> None:
+        """A customer asks to send the parcel at position ``k`` elsewhere, or corrects that."""
+        step, p = self.step, self.live[k]
+        new = self.address((p[_ADDRESS], p[_REQUESTED]))
+        self.x = x = (self.x * _LCG_MUL + _LCG_ADD) & _M30
+        by_description = x < self.indirect
+        # A description is resolved through the booking that stated sender and receiver,
+        # so the answer depends on that older observation.
+        self.live[k] = _requested_to(p, new, p[_BOOKED_AT] if by_description else step)
+        self.admissible = None  # open requests decide the reroute commands
+        surface, new_text = _SURFACE, _ADDRESS_TEXT[new]
+        if by_description:
+            sender, receiver = p[_SENDER], p[_RECEIVER]
+            names, texts = (sender, receiver), (surface[sender], surface[receiver], new_text)
+        else:
+            names, texts = (p[_ID],), (surface[p[_ID]], new_text)
+        if recorrect:
+            form = _RECORRECT_DESC if by_description else _RECORRECT_ID
+            texts += (_ADDRESS_TEXT[p[_REQUESTED]],)
+        else:
+            form = _REQUEST_DESC if by_description else _REQUEST_ID
+            self.max_score += 1
+        self.say(form, texts, names)
+
+    # -- the new state --
+
+    def freeze(self, reward: int, advanced: bool, carry: bool) -> ParcelState:
+        """The new state; ``carry``: derive its digest and facts from the old state's."""
+        live, admissible = self.live, self.admissible
         if admissible is None:
-            active = [self.parcels[i] for i in self.active]
+            commands = self.commands
             if commands is None:
-                commands = _commands(active)
-            admissible = _admissible(commands, active)
-        old = self.state
+                commands = self.commands = _commands(live)
+            admissible = _admissible(commands, live)
         state = _new(
             ParcelState,
             (
                 self.params,
-                old.seed,
+                self.seed,
+                self.key,
                 self.step,
-                self.parcels.finish(),
+                self.active,
+                tuple(live),
+                self.retired,
                 self.index,
-                tuple(self.active),
                 self.used_pairs,
                 "\n".join(self.lines),
                 tuple(self.said),
                 advanced,
-                action_touched,
-                event_touched,
+                self.before,
+                self.acted,
                 admissible,
-                commands,
+                self.commands,
                 reward,
-                old.score + reward,
+                self.score + reward,
                 self.max_score,
             ),
         )
-        # Once a digest is known (ground truth on), keep it incremental: hash only the
-        # parcels this step changed, and prime the cached property of the new state.
-        # Without ground truth no digest is ever computed.
-        known = old.__dict__  # empty unless ground truth was asked for
-        if not known:
-            return state
-        digest = known.get("digest")
-        if digest is not None:
-            net = dict(event_touched)
-            net.update(action_touched)  # each parcel as it was before the step
-            parcels = state.parcels
-            for i, before in net.items():
-                digest += parcels[i].digest - (before.digest if before is not None else 0)
-            state.__dict__["digest"] = digest % 2**64
-        # Likewise all facts, but only when asked for: keep the old ones to splice.
-        if (facts := known.get("_fact_list")) is not None:
-            state.__dict__["_facts_before"] = facts
+        if carry:
+            _carry_truth(self.state, state)
         return state
+
+
+def _carry_truth(old: ParcelState, new: ParcelState) -> None:
+    """Let ``new`` derive its digest and facts from ``old``'s, where those are known.
+
+    Once they are known (ground truth on), they stay incremental: only the parcels a
+    step changed are hashed and their facts redone.
+    """
+    known = old.__dict__
+    if (digest := known.get("digest")) is not None:
+        new.__dict__["_digest_before"] = digest
+    if (facts := known.get("_fact_list")) is not None:
+        new.__dict__["_facts_before"] = facts
 
 
 def _first_free_id(taken: immutables.Map[str, int]) -> str:
     """The first tracking id not ``taken``."""
-    for n in range(1000, 1000 + ID_CAPACITY):
-        if (pid := f"parcel:px-{n}") not in taken:
+    for pid in _TRACKING_IDS:
+        if pid not in taken:
             return pid
     raise RuntimeError("ran out of unique tracking ids; lower load or horizon")
 
@@ -1205,19 +1513,45 @@ def _first_free_pair(used: immutables.Map[tuple[str, str], None]) -> tuple[str, 
     raise RuntimeError("ran out of unique sender/receiver pairs; lower load or horizon")
 
 
-_ADDRESSES = 99 * len(STREETS) * len(SUFFIXES)  # house numbers 1..99 on every street
+_PERSON_COUNT = len(PERSONS)
+_DELAY_SPAN = (DELAY_STEPS[0], DELAY_STEPS[1] - DELAY_STEPS[0] + 1)  # (least, how many)
+_PACE_SPANS = tuple((low, high - low + 1) for low, high in PACES)
+_CHATTER_LINES = len(_CHATTER)
+_PACE_TOTAL = _PACE_CUMULATIVE[-1]
+_PACE_BY_DRAW = tuple(bisect.bisect_right(_PACE_CUMULATIVE, v) for v in range(_PACE_TOTAL))
+"""The pace a draw in [0, total weight) gives (what ``random.choices`` would do)."""
 _ROUTES = 4 * math.perm(len(HUBS), 5)  # route lengths 2..5, times the longest routes
+_STARTS = len(HUBS) * (len(HUBS) - 1)
 
 
-def _address(d: _Draft, avoid: tuple[str, ...]) -> str:
-    # One draw among all the addresses.
-    while True:
-        d.x = x = (d.x * _LCG_MUL + _LCG_ADD) & _M30
-        number, street = divmod((x * _ADDRESSES) >> 30, len(STREETS))
-        number, suffix = divmod(number, len(SUFFIXES))
-        address = f"{1 + number} {STREETS[street]} {SUFFIXES[suffix]}"
-        if address not in avoid:
-            return address
+def _route_start(digits: int) -> tuple[tuple[str, str], tuple[str, ...]]:
+    # The first two hubs of a route (its first two mixed-radix digits, base 20 then 19),
+    # and the hubs left for the rest, in order.
+    hubs = list(HUBS)
+    first = hubs.pop(digits % len(HUBS))
+    second = hubs.pop(digits // len(HUBS))
+    return (first, second), tuple(hubs)
+
+
+_ROUTE_STARTS, _ROUTE_RESTS = zip(*map(_route_start, range(_STARTS)), strict=True)
+_ADDRESSES = 99 * len(STREETS) * len(SUFFIXES)  # house numbers 1..99 on every street
+
+
+def _addresses(streets: tuple[str, ...], suffixes: tuple[str, ...]) -> tuple[str, ...]:
+    # Draw k is house number 1 + k // (30 * 5), suffix k // 30 % 5, street k % 30.
+    return tuple(f"{n} {s} {x}" for n in range(1, 100) for x in suffixes for s in streets)
+
+
+# Every address a draw can give, and its surface form (built once at import, ~10 ms: a
+# booking or request would otherwise format them, two dozen times slower than this).
+_ADDRESS_BY_DRAW = _addresses(STREETS, SUFFIXES)
+_ADDRESS_TEXT.update(
+    zip(
+        _ADDRESS_BY_DRAW,
+        _addresses(tuple(map(str.capitalize, STREETS)), tuple(map(str.capitalize, SUFFIXES))),
+        strict=True,
+    )
+)
 
 
 # ``ParcelFuncEnv.admissible_actions`` defines the commands. They are sorted without a
@@ -1228,79 +1562,104 @@ def _address(d: _Draft, avoid: tuple[str, ...]) -> str:
 
 def _verbs(pid: str) -> tuple[str, str, str]:
     short = pid.removeprefix("parcel:")
-    return f"escalate {short}", f"track {short}", f"reroute {short} to "
+    escalate, track = f"escalate {short}", f"track {short}"
+    # Agents send the admissible commands back: parse these two ahead (see _parse).
+    _PARSED[escalate], _PARSED[track] = ("escalate", pid), ("track", pid)
+    return escalate, track, f"reroute {short} to "
+
+
+def _notify(person: str) -> str:
+    command = "notify " + person.removeprefix("person:")
+    _PARSED[command] = ("notify", person)  # parsed ahead, as in _verbs
+    return command
 
 
 # Each parcel's commands, made once per tracking id (at most ID_CAPACITY of them).
-_VERBS = _Memo(_verbs)
-_NOTIFY_COMMAND = _Memo(lambda person: "notify " + person.removeprefix("person:"))
+_VERBS = _Memo(_verbs, ID_CAPACITY)
+_NOTIFY_COMMAND = _Memo(_notify, len(PERSONS))
 
 
-def _commands(active: list[Parcel]) -> _Commands:
+def _commands(live: list[_Record]) -> _Commands:
     """The parts of the commands that the active parcels alone decide."""
     escalate, track, reroute, receivers = [], [], [], set()
-    for p in sorted(active):  # parcels sort by their id, the first field
-        e, t, r = _VERBS[p.id]
+    for p in sorted(live):  # records sort by their id, the first field
+        e, t, r = _VERBS[p[_ID]]
         escalate.append(e)
         track.append(t)
         reroute.append(r)
-        receivers.add(p.receiver)
-    escalate += [_NOTIFY_COMMAND[person] for person in sorted(receivers)]
+        receivers.add(p[_RECEIVER])
+    for person in sorted(receivers):
+        escalate.append(_NOTIFY_COMMAND[person])
     track.append("wait")
     return tuple(reroute), tuple(escalate), tuple(track)
 
 
-def _admissible(commands: _Commands, active: list[Parcel]) -> tuple[str, ...]:
+def _admissible(commands: _Commands, live: list[_Record]) -> tuple[str, ...]:
     """All commands: ``commands`` with a reroute per active parcel and open request."""
     reroute, head, tail = commands
-    wanted = set()
-    for p in active:
-        if p.request == "open":
-            wanted.add(p.requested)
+    wanted = []
+    for p in live:
+        if p[_REQUEST] == "open":
+            wanted.append(p[_REQUESTED])
     if not wanted:
         return head + tail
-    addresses = sorted(wanted)
-    admissible = list(head)
+    if len(wanted) > 1:  # (two parcels may be wanted at the same address)
+        wanted = sorted(set(wanted))
+    block = []
     for prefix in reroute:
-        for address in addresses:
-            admissible.append(prefix + address)
-    admissible += tail
-    return tuple(admissible)
+        for address in wanted:
+            block.append(prefix + address)
+    return head + tuple(block) + tail
 
 
 # --- the pure core ---------------------------------------------------------------------
 
 _NOT_UNDERSTOOD = ("not_understood",)
 _REFUSALS = frozenset({"not_understood", "unknown_person"})  # what _parse refuses as is
+_PARSED: dict[str, tuple[str, ...]] = {}
+"""Commands already parsed, a pure function of the text: emptied when it gets large."""
+_PARSED_LIMIT = 1 << 16
 
 
-@lru_cache(maxsize=4096)  # agents repeat commands (the admissible ones above all)
 def _parse(action: str) -> tuple[str, ...]:
     """Return ``(verb, *args)`` for a command, or ``(reply kind,)`` for one refused as is.
 
     Verbs: ``wait``; ``notify`` person; ``track``/``escalate`` parcel; ``reroute`` parcel
     address, the address None if we cannot ship to it (refused once the parcel is known
     to exist). Case and spacing are ignored: the command is its lower-cased words.
+    Agents repeat commands (the admissible ones above all), so results are kept.
     """
-    words = action.lower().split()
+    command = _PARSED.get(action)
+    if command is None:
+        if len(_PARSED) >= _PARSED_LIMIT:
+            _PARSED.clear()
+        if match := _REROUTE_RE.fullmatch(action):
+            # A reroute as the admissible commands spell it, the one kind agents send that
+            # is not parsed ahead: one match instead of splitting and matching its words.
+            command = ("reroute", "parcel:" + match[1], match[2])
+        else:
+            command = _parse_words(action.lower().split())
+        _PARSED[action] = command
+    return command
+
+
+def _parse_words(words: list[str]) -> tuple[str, ...]:
     verb, n = (words[0], len(words)) if words else ("", 0)
     if verb == "wait" and n == 1:
         return ("wait",)
-    if verb == "notify" and n == 2 and _NAME.fullmatch(words[1]):
+    if verb == "notify" and n == 2 and _NAME_RE.fullmatch(words[1]):
         person = "person:" + words[1]
         return ("notify", person) if person in PERSON_SET else ("unknown_person",)
-    if verb in ("track", "escalate") and n == 2 and _ID.fullmatch(words[1]):
+    if verb in ("track", "escalate") and n == 2 and _ID_RE.fullmatch(words[1]):
         return (verb, "parcel:" + words[1])
-    if verb == "reroute" and n > 3 and words[2] == "to" and _ID.fullmatch(words[1]):
+    if verb == "reroute" and n > 3 and words[2] == "to" and _ID_RE.fullmatch(words[1]):
         address = " ".join(words[3:])
-        return ("reroute", "parcel:" + words[1], address if _ADDRESS.fullmatch(address) else None)
+        return (
+            "reroute",
+            "parcel:" + words[1],
+            address if _ADDRESS_RE.fullmatch(address) else None,
+        )
     return _NOT_UNDERSTOOD
-
-
-def _untouched(d: _Draft, step: int) -> list[int]:
-    """Active parcels booked before ``step`` with no request yet."""
-    parcels = d.parcels
-    return [i for i in d.active if (p := parcels[i]).request == "none" and p.booked_at < step]
 
 
 class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None, ParcelParams]):
@@ -1318,6 +1677,7 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
 
     def __init__(self, params: ParcelParams | None = None) -> None:
         self._params = params or ParcelParams()
+        self._truth = False  # whether ground truth was ever asked of this core
         super().__init__()
         p = self._params
         # Lines per step: reply, one event per active parcel, a booking per delivery,
@@ -1343,20 +1703,20 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         """
         params = params or self._params
         seed = int(rng.integers(2**62)) if hasattr(rng, "integers") else int(rng)
-        none: tuple = ()
+        key, none = _episode_key(seed), ()
         blank = ParcelState(
-            params=params, seed=seed, step=0, parcels=immutables.Map(), index=immutables.Map(),
-            active=none,
-            used_pairs=immutables.Map(), text="", said=none, advanced=False,
-            action_touched=none, event_touched=none, admissible=none, commands=None, reward=0,
-            score=0, max_score=0,
+            params=params, seed=seed, key=key, step=-1, active=none, live=none,
+            retired=immutables.Map(), index=immutables.Map(), used_pairs=immutables.Map(),
+            text="", said=none, advanced=False, before=(none, none), acted=none,
+            admissible=none, commands=None, reward=0, score=0, max_score=0,
         )  # fmt: skip
-        draft = _Draft(blank, 0, -1)  # steps draw from (seed, step >= 1)
-        draft.say("intro")
+        draft = _Draft(blank)  # step 0
+        draft.x = _start(key, -1)  # steps draw from (key, step >= 1)
+        draft.say(_INTRO)
         for _ in range(params.load):
             draft.book()
-        draft.chatter(first=1)
-        return draft.freeze(0, (), draft.changes(), False)
+        draft.chatter()
+        return draft.freeze(0, False, False)
 
     def transition(
         self, state: ParcelState, action: str, rng: Any = None, params: Any = None
@@ -1364,19 +1724,20 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         """Apply the agent's command, then the world events due at the next step.
 
         A rejected command (unparsable, unknown parcel or person, bad address) spends the
-        move with a reply and leaves the world as it was: no events, no probes.
+        move with a reply and leaves the world as it was: no events, no probes; events
+        that fell due meanwhile happen at the next accepted command.
         Probes are derived from the state when asked for (``ParcelState.probes``).
         """
-        step = state.step + 1
-        draft = _Draft(state, step, step)
-        reward, accepted = self._command(draft, action)
-        if not accepted:
-            return draft.freeze(0, (), (), False)
-        action_touched = draft.changes()
-        self._events(draft)
-        event_touched = draft.changes()
-        draft.chatter(first=1)
-        return draft.freeze(reward, action_touched, event_touched, True)
+        draft = _Draft(state)
+        if isinstance(action, str):
+            command = _PARSED.get(action) or _parse(action)
+        else:
+            command = _NOT_UNDERSTOOD
+        reward = draft.act(command)
+        if reward is None:
+            return draft.freeze(0, False, self._truth)
+        draft.advance()
+        return draft.freeze(reward, True, self._truth)
 
     def observation(self, state: ParcelState, rng: Any = None, params: Any = None) -> str:
         """Return the text of ``state``'s step, one message per line."""
@@ -1384,12 +1745,17 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
 
     def truth_info(self, state: ParcelState) -> dict[str, Any]:
         """Return the ground-truth ``wm.*`` info of ``state`` (fresh containers)."""
+        # From now on transitions carry the digest and facts over (see _carry_truth):
+        # without ground truth they are never computed at all.
+        self._truth = True
+        # The facts and the digest are cached on the state (the next state's are spliced
+        # from them); the rest is made here directly, as this asks for each only once.
         return {
             "wm.state": list(state._fact_list),
-            "wm.delta": delta_info(state.action_delta, state.event_delta),
-            "wm.probes": list(state.probes),
+            "wm.delta": delta_info(_delta(state.action_changes), _delta(state.event_changes)),
+            "wm.probes": list(_probes(state)) if state.advanced else [],
             "wm.state_hash": state_hash(state),
-            "wm.mentioned": list(state.mentioned),
+            "wm.mentioned": sorted(set(state.said)),
         }
 
     @staticmethod
@@ -1403,146 +1769,19 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         """
         return list(state.admissible)
 
-    # -- transition pieces --
-
-    def _command(self, d: _Draft, action: Any) -> tuple[int, bool]:
-        """Apply the agent's command to the draft; return ``(reward, accepted)``."""
-        command = _parse(action) if isinstance(action, str) else _NOT_UNDERSTOOD
-        verb = command[0]
-        if verb == "wait":
-            d.say("waited")
-            return 0, True
-        if verb == "notify":
-            d.say("notified", command[1])
-            return 0, True
-        if verb in _REFUSALS:
-            d.say(verb)
-            return 0, False
-        pid = command[1]
-        i = d.find(pid)
-        if i is None:
-            d.say("unknown_parcel", pid)
-            return 0, False
-        p, step = d.parcels[i], d.step
-        if verb == "reroute":
-            address = command[2]
-            if address is None:
-                d.say("bad_address")
-                return 0, False
-            return self._reroute(d, i, p, address), True
-        if verb == "track":
-            d.put(i, p.tracked(step))
-            d.say("tracked", pid, p.status, p.location, p.address)
-        elif p.status == "delivered":
-            d.put(i, p.status_stated(step))
-            d.say("too_late", pid)
-        elif p.status == "delayed":
-            # The carrier moves it on at the next step instead of waiting out the delay.
-            d.put(i, p.escalated(step))
-            d.say("escalated", pid, p.location)
-        else:
-            d.say("not_delayed", pid)
-        return 0, True
-
-    def _reroute(self, d: _Draft, i: int, p: Parcel, address: str) -> int:
-        pid, step = p.id, d.step
-        if p.status == "delivered":
-            d.put(i, p.status_stated(step))
-            d.say("too_late", pid)
-            return 0
-        if address == p.address:
-            d.put(i, p.address_stated(step))
-            d.say("same_address", pid, address)
-            return 0
-        right = p.request == "open" and address == p.requested
-        if right:
-            d.put(i, p.readdressed(address, step, "served"))
-            d.admissible = None  # open requests decide the reroute commands
-        else:
-            d.put(i, p.readdressed(address, step, p.request))
-        d.say("rerouted", pid, address)
-        return 1 if right else -1
-
-    def _events(self, d: _Draft) -> None:
-        """Scans, delays and deliveries due now; refill bookings; customer and depot news."""
-        step, parcels, touched = d.step, d.parcels, d.touched
-        for i in tuple(d.active):
-            p = parcels[i]
-            if p.due > step:  # due now, or on a step whose command was rejected
-                continue
-            # Two draws: delayed or not, and the gap to the next event. (What put() does
-            # is inlined: this loop is the hottest.)
-            d.x = x = (d.x * _LCG_MUL + _LCG_ADD) & _M30
-            delayed = x < _DELAY_CHANCE
-            d.x = x = (x * _LCG_MUL + _LCG_ADD) & _M30
-            touched.setdefault(i, p)
-            if delayed:
-                low, high = DELAY_STEPS
-                parcels[i] = p.delayed(step, step + low + ((x * (high - low + 1)) >> 30))
-                d.say("delay", p.id, p.location)
-            elif p.hop < len(p.route) - 1:
-                hub = p.route[p.hop + 1]
-                low, high = PACES[p.pace]
-                parcels[i] = p.scanned(hub, step, step + low + ((x * (high - low + 1)) >> 30))
-                d.say("scan", p.id, hub)
-            else:
-                parcels[i] = p.delivered(step)
-                d.retire(i)
-                d.say("delivered", p.id, p.address)
-        while len(d.active) < d.params.load:
-            d.book()
-
-        # Customer and depot news, each with its chance (the draws inline: see _Draft).
-        d.x = x = (d.x * _LCG_MUL + _LCG_ADD) & _M30
-        if x < _REQUEST_CHANCE and (pool := _untouched(d, step)):
-            i = d.choice(pool)
-            self._request(d, i, parcels[i], recorrect=False)
-        d.x = x = (d.x * _LCG_MUL + _LCG_ADD) & _M30
-        if x < _RECORRECT_CHANCE and (
-            pool := [i for i in d.active if parcels[i].request == "open"]
-        ):
-            i = d.choice(pool)
-            self._request(d, i, parcels[i], recorrect=True)
-        d.x = x = (d.x * _LCG_MUL + _LCG_ADD) & _M30
-        if x < _FIX_CHANCE and (pool := _untouched(d, step)):
-            i = d.choice(pool)
-            p = parcels[i]
-            address = _address(d, (p.address,))
-            d.put(i, p.readdressed(address, step, p.request))
-            d.say("fix_address", p.id, address)
-
-    def _request(self, d: _Draft, i: int, p: Parcel, *, recorrect: bool) -> None:
-        step = d.step
-        new = _address(d, (p.address, p.requested))
-        d.x = x = (d.x * _LCG_MUL + _LCG_ADD) & _M30
-        by_description = x < d.params._chances[1]
-        # A description is resolved through the booking that stated sender and receiver,
-        # so the answer depends on that older observation.
-        d.put(i, p.requested_to(new, p.booked_at if by_description else step))
-        d.admissible = None  # open requests decide the reroute commands
-        if recorrect:
-            if by_description:
-                d.say("recorrect_desc", p.sender, p.receiver, p.requested, new)
-            else:
-                d.say("recorrect_id", p.id, p.requested, new)
-        else:
-            if by_description:
-                d.say("request_desc", p.sender, p.receiver, new)
-            else:
-                d.say("request_id", p.id, new)
-            d.max_score += 1
-
 
 _PROBE_STREAM = 0x9B0BE5  # probes draw from (seed ^ this, step): apart from the transition's
 
 
-def _corrected(parcels: immutables.Map[int, Parcel], rng: StepRng) -> Parcel | None:
+def _corrected(state: ParcelState, rng: StepRng) -> Parcel | None:
     """A uniformly chosen parcel whose address or request changed, or None if none did."""
     # By rejection (most parcels of a long episode were corrected), then by a scan.
+    booked, record = len(state.index), state.record
     for _ in range(16):
-        if (p := parcels[rng.below(len(parcels))]).corrected:
-            return p
-    corrected = [p for i in range(len(parcels)) if (p := parcels[i]).corrected]
+        if (p := record(rng.below(booked)))[_CORRECTED]:
+            return _view(p)
+    parcels = state.parcels
+    corrected = [p for i in range(booked) if (p := parcels[i]).corrected]
     return rng.choice(corrected) if corrected else None
 
 
@@ -1554,11 +1793,11 @@ def _probes(state: ParcelState) -> tuple[Probe, ...]:
     rng = StepRng(state.seed ^ _PROBE_STREAM, state.step)
     if rng.random() >= state.params.probe_rate:
         return ()
-    parcels = state.parcels
+    booked, parcel = len(state.index), state.parcel
     probes: dict[tuple[str, str], Probe] = {}
     for _ in range(1 + (rng.random() < 0.5) + (rng.random() < 0.25)):
         kind = rng.choice(("drift", "breakage", "confusion"))
-        if kind == "confusion" and (p := _corrected(parcels, rng)) is not None:
+        if kind == "confusion" and (p := _corrected(state, rng)) is not None:
             if p.requested and rng.random() < 0.5:
                 probe = Probe(p.id, "requested_address", p.requested, p.requested_at, kind)
             else:
@@ -1566,10 +1805,7 @@ def _probes(state: ParcelState) -> tuple[Probe, ...]:
         else:
             # Half the picks among every parcel ever booked (mostly old, long chains),
             # half among the active ones (recent, short chains).
-            if rng.random() < 0.5:
-                p = parcels[rng.below(len(parcels))]
-            else:
-                p = parcels[rng.choice(state.active)]
+            p = parcel(rng.below(booked)) if rng.random() < 0.5 else _view(rng.choice(state.live))
             if kind == "breakage":
                 relation = rng.choice(("sender", "receiver"))
                 probe = Probe(p.id, relation, getattr(p, relation), p.booked_at, kind)

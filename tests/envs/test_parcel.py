@@ -38,6 +38,7 @@ from family_checks import (
 from gymnasium.utils.env_checker import check_env
 
 import wmkit.envs  # noqa: F401  (registers wmkit/Parcel-v0)
+from wmkit.envs import parcel
 from wmkit.envs.parcel import (
     _LINE_MAX,
     TEXT,
@@ -519,6 +520,68 @@ def test_admissible_actions_match_their_definition():
             expected |= {f"reroute {pid} to {address}" for address in wanted}
         assert info["admissible_actions"] == sorted(expected)
         _, _, _, _, info = env.step(pick_action(rng, info))
+
+
+def test_kept_parses_equal_parsing_the_words():
+    # Parses are kept, some made ahead with the admissible commands, reroutes through a
+    # shortcut: each must be what parsing the command's words gives.
+    def words(command: str) -> tuple[str, ...]:
+        return parcel._parse_words(command.lower().split())
+
+    env = make(load=6, indirection=0.0)
+    rng = random.Random(16)
+    _, info = env.reset(seed=16)
+    checked = 0
+    for _ in range(150):
+        for command in info["admissible_actions"]:
+            assert parcel._parse(command) == words(command), command
+            checked += 1
+        _, _, _, _, info = env.step(pick_action(rng, info))
+    assert checked > 2000
+    for command in (
+        "Reroute PX-1234 to 12 Elm St",
+        "reroute px-1234 to  12 elm st",
+        "reroute px-1234 to 12 elm st and more words",
+        "reroute px-1234 to the moon",
+        "reroute px-12345 to 12 elm st",
+        " track px-1234",
+        "NOTIFY ann",
+    ):
+        assert parcel._parse(command) == words(command), command
+    assert parcel._parse("reroute px-1234 to 12 elm st") == (
+        "reroute",
+        "parcel:px-1234",
+        "12 elm st",
+    )
+    assert parcel._parse("reroute px-1234 to the moon") == ("reroute", "parcel:px-1234", None)
+
+
+def test_ground_truth_does_not_depend_on_the_view_cache(monkeypatch):
+    # Ground truth reads parcels through cached views; with the cache emptied at every
+    # other view, the facts, deltas and hashes must come out the same.
+    def truth_infos() -> list:
+        env = make(ground_truth=True, load=5)
+        rng = random.Random(18)
+        _, info = env.reset(seed=18)
+        infos = [info]
+        for _ in range(120):
+            infos.append(env.step(pick_action(rng, info))[-1])
+            info = infos[-1]
+        return [canonical_json({k: v for k, v in i.items() if k.startswith("wm.")}) for i in infos]
+
+    kept = truth_infos()
+    monkeypatch.setattr(parcel._view, "limit", 2)
+    assert truth_infos() == kept
+
+
+def test_snapshots_hash_as_the_search_uses_them():
+    # The search keys transpositions by the token itself: equal states hash equal.
+    env = make()
+    env.reset(seed=19)
+    core, token = env.core, env.snapshot()
+    a, b = core.transition(token, "wait"), core.transition(token, "wait")
+    assert a is not b and a == b and hash(a) == hash(b)
+    assert core.transition(a, "wait") != a
 
 
 def test_text_uses_paraphrases_and_names_from_seeded_pools():
