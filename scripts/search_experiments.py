@@ -24,7 +24,7 @@ as they finish.
 Usage::
 
     WMKIT_GAMES_DIR=/work/shared/games python scripts/search_experiments.py games \
-        --games snacktime.z8 --textworld coin_collector simple --steps 20 --sims 16
+        --games snacktime.z8 --textworld coin_collector:level=10 simple --steps 20 --sims 16
     WMKIT_GAMES_DIR=/work/shared/games python scripts/search_experiments.py games \
         --games balances.z5 night.z5 --actions quick --steps 40 --sims 16 --out runs/g.jsonl
     python scripts/search_experiments.py vault --seeds 20 --load 2 --steps 100 --sims 100
@@ -42,11 +42,11 @@ from typing import Any
 
 import numpy as np
 
-from wmkit.agents.policies import GreedyPolicy, RandomPolicy
+from wmkit.agents.policies import RandomPolicy
 from wmkit.agents.trackers import NullTracker, WindowTracker
 from wmkit.agents.types import Agent
 from wmkit.evals.runner import make_env, run_episode
-from wmkit.search.policy import MCTSPolicy
+from wmkit.search.policy import LookaheadGreedyPolicy, MCTSPolicy
 from wmkit.search.self_correcting import SelfCorrectingPolicy
 from wmkit.search.types import Budget
 from wmkit.search.values import HeuristicValue
@@ -100,9 +100,11 @@ def games(args: argparse.Namespace) -> None:
     """MCTS (env_snapshot) vs random vs greedy on Jericho and TextWorld games."""
     budget = Budget(args.sims, max_depth=args.depth)
     policies: dict[str, Callable[[Any], Any]] = {
-        "mcts": lambda env: MCTSPolicy(env, budget=budget),
+        "mcts": lambda env: MCTSPolicy(
+            env, budget=budget, value_fn=HeuristicValue(1.0, args.novelty)
+        ),
         "random": lambda env: RandomPolicy(),
-        "greedy": lambda env: GreedyPolicy(),
+        "greedy": lambda env: LookaheadGreedyPolicy(env),
     }
     unknown = set(args.agents) - set(policies)
     if unknown:
@@ -115,8 +117,8 @@ def games(args: argparse.Namespace) -> None:
         args.quick_outcomes = args.quick_outcomes or QUICK_OUTCOMES
     envs = [(f"jericho:{g}", "wmkit/Jericho-v0", _jericho_kwargs(g, args)) for g in args.games]
     envs += [
-        (f"textworld:{c}", "wmkit/TextWorld-v0", {"challenge": c, "options": {"seed": 1}})
-        for c in args.textworld
+        (f"textworld:{c}", "wmkit/TextWorld-v0", {"challenge": c.split(":")[0], "options": o})
+        for c, o in map(_textworld_game, args.textworld)
     ]
     actions = (
         f"quick ({args.quick_tries} tries, {args.quick_outcomes} outcomes a state)"
@@ -132,6 +134,8 @@ def games(args: argparse.Namespace) -> None:
     for label, env_id, kwargs in envs:
         # The budget a row was played with; a row in --out with the same one is reused.
         setup = {"sims": args.sims, "depth": args.depth, "max_steps": args.steps}
+        if args.novelty != 1.0:  # only then: rows of the default keep their key
+            setup["novelty"] = args.novelty
         if env_id == "wmkit/Jericho-v0":
             setup["actions"] = args.actions
             if args.actions == "quick":
@@ -154,6 +158,21 @@ def games(args: argparse.Namespace) -> None:
             print(f"| {label} | {name} | {statistics.fmean(scores):.2f} | {iqm(scores):.2f} | "
                   f"{' '.join(map(str, scores))} | {max_score} | {statistics.fmean(secs):.1f} |",
                   flush=True)  # fmt: skip
+
+
+def _textworld_game(spec: str) -> tuple[str, dict[str, Any]]:
+    """``challenge[:option=value,...]`` -> (the spec, tw-make options; seed 1 unless set)."""
+    _, _, rest = spec.partition(":")
+    options: dict[str, Any] = {"seed": 1}
+    for pair in filter(None, rest.split(",")):
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--textworld {spec!r}: options are name=value, got {pair!r}")
+        flags = {"true": True, "false": False}
+        options[name] = (
+            int(value) if value.lstrip("-").isdigit() else flags.get(value.lower(), value)
+        )
+    return spec, options
 
 
 def _key(row: dict[str, Any]) -> str:
@@ -231,10 +250,15 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="exp", required=True)
     g = sub.add_parser("games", help="MCTS vs random vs greedy on Jericho/TextWorld")
     g.add_argument("--games", nargs="*", default=["905.z5"])
-    g.add_argument("--textworld", nargs="*", default=[])
+    g.add_argument("--textworld", nargs="*", default=[],
+                   help="TextWorld games: challenge[:option=value,...] (tw-make options, "
+                        "seed 1 unless given), e.g. coin_collector:level=10 or "
+                        "cooking:go=6,open=true")  # fmt: skip
     g.add_argument("--steps", type=int, default=30)
     g.add_argument("--sims", type=int, default=50)
     g.add_argument("--depth", type=int, default=10)
+    g.add_argument("--novelty", type=float, default=1.0,
+                   help="MCTS heuristic value's novelty weight (score weight 1)")  # fmt: skip
     g.add_argument("--seeds", type=int, default=5)
     g.add_argument("--agents", nargs="*", default=["mcts", "random", "greedy"],
                    help="agents to run, in this order")  # fmt: skip

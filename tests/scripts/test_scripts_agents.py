@@ -9,11 +9,11 @@ from hydra import compose, initialize_config_module
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from wmkit.agents.policies import GreedyPolicy, RandomPolicy
+from wmkit.agents.policies import RandomPolicy
 from wmkit.agents.trackers import NullTracker
 from wmkit.evals.runner import make_env, run_episode
 from wmkit.evals.suite import EvalConfig, build_agent
-from wmkit.search.policy import MCTSPolicy
+from wmkit.search.policy import LookaheadGreedyPolicy, MCTSPolicy
 from wmkit.search.search import PUCT, UCB1
 from wmkit.search.self_correcting import SelfCorrectingPolicy
 from wmkit.search.values import HeuristicValue, HybridValue
@@ -99,7 +99,8 @@ def test_game_agents_build_and_play_on_a_jericho_game(games_dir):
         agents = {n: build_agent(n, s, env) for n, s in config.agents.items()}
         assert all(isinstance(a.tracker, NullTracker) for a in agents.values())
         assert isinstance(agents["random_games"].policy, RandomPolicy)
-        assert isinstance(agents["greedy_games"].policy, GreedyPolicy)
+        greedy = agents["greedy_games"].policy
+        assert isinstance(greedy, LookaheadGreedyPolicy) and greedy.simulator.env is env.unwrapped
         mcts = agents["mcts_games"].policy
         assert isinstance(mcts, MCTSPolicy) and mcts.simulator.env is env.unwrapped
         # The window tracker cannot be built there: it needs the reader Jericho lacks.
@@ -109,6 +110,7 @@ def test_game_agents_build_and_play_on_a_jericho_game(games_dir):
         with pytest.raises(ValueError, match="needs a reader"):
             build_agent("window", window, env)
         row = run_episode(env, agents["random_games"], 0)
+        greedy_row = run_episode(env, agents["greedy_games"], 0)
     finally:
         env.close()
-    assert row["steps"] == 2 and row["max_score"] > 0
+    assert row["steps"] == greedy_row["steps"] == 2 and row["max_score"] > 0

@@ -204,12 +204,10 @@ def test_search_leaves_a_jericho_episode_unchanged(games_dir):
     assert got == expected
     assert policy.simulator.steps > 6 * 6
     # Jericho's world hash leaves the move counter out: 'look' and 'wait' lead back to
-    # the root's state (a transposition), and are searched from the root only.
+    # the root's state, no-ops the search prunes there (stepped once, no node made).
     tree = policy.last.tree
-    look = tree.find(["look"])
-    assert tree.slot[look] == tree.slot[tree.root]
-    assert tree.node(look).children == {}
-    assert tree.visits(look) < tree.state_visits(look)
+    assert {"look", "wait"} <= set(tree.node(tree.root).pruned)
+    assert tree.find(["look"]) is None and "look" not in policy.last.visits
 
 
 @pytest.mark.jericho

@@ -151,6 +151,48 @@ def test_transpositions_share_statistics():
     assert len(toy.calls) == 6
 
 
+class Waits(Toy):
+    """``Toy`` plus ``w`` and ``v``, no-ops: the state (token and key) stays as it is."""
+
+    def step(self, token: str, action: str) -> Transition:
+        if action not in ("w", "v"):
+            return super().step(token, action)
+        self.calls.append((token, action))
+        return Transition(token, f"at {token}", 0.0, False, {}, self.key(token))
+
+
+def search_waits(toy: Waits, actions: tuple[str, ...], simulations: int):
+    return search(
+        toy.root(),
+        simulator=toy,
+        propose_fn=lambda t: Proposal(actions),
+        value_fn=Counted(),
+        select_fn=ucb1(10.0, "first"),
+        budget=Budget(simulations),
+        rng=np.random.default_rng(0),
+    )
+
+
+def test_a_no_op_is_pruned_and_the_simulation_picks_again():
+    # Proposals w, a, b; ties go to the first. 1: root: w is stepped, leads back to the
+    # root's own state: pruned there, no node; the same simulation picks again: a.
+    # 2: root: b (the fresh one). 3: root: a (UCB1 tie, the first); at a: w, pruned at
+    # a, then a again -> aa. Three simulations, three new nodes, five steps (two w).
+    toy = Waits(transpose=True)
+    out = search_waits(toy, ("w", "a", "b"), 3)
+    tree = out.tree
+    assert out.simulations == 3 and len(tree) == 4
+    assert [c for c in toy.calls if c[1] == "w"] == [("", "w"), ("a", "w")]
+    assert tree.node(tree.root).pruned == ("w",) and tree.node(tree.find(["a"])).pruned == ("w",)
+    assert tree.find(["a", "a"]) is not None and "w" not in out.visits
+    # Where every action is a no-op, the last one left is kept: there is one to play.
+    out = search_waits(Waits(transpose=True), ("w", "v"), 2)
+    assert out.action == "v" and out.visits == {"v": 2}
+    # Without keys nothing is known to be unchanged: w is searched like any action.
+    out = search_waits(Waits(transpose=False), ("w", "a", "b"), 3)
+    assert out.visits == {"w": 1, "a": 1, "b": 1}
+
+
 def test_eviction_under_a_cap():
     # Cap 4 nodes: a pass evicts max(1, 4 // 10) = 1 subtree, fewest visits, then
     # lowest value, then oldest; never the root nor the path being extended.

@@ -5,14 +5,15 @@ tree it grows (:class:`Tree`) is a bounded arena of node records with transposit
 pruning, penalties and re-rooting for the self-correcting policy built on top.
 Simulators: :class:`EnvSnapshotSimulator` (the live env, exact) and
 :class:`RulesSimulator` (a rule world model over tracked facts, that can be wrong);
-policies: :class:`MCTSPolicy` and :class:`SelfCorrectingPolicy`.
+policies: :class:`MCTSPolicy`, :class:`SelfCorrectingPolicy` and the one-step
+:class:`LookaheadGreedyPolicy` (the greedy baseline for games).
 
 The function :func:`search` shadows the submodule of the same name as an attribute of
 this package: import the module's other names from here (``wmkit.search.ucb1``, as
 the Hydra configs do) or with ``from wmkit.search.search import ...``.
 """
 
-from wmkit.search.policy import MCTSPolicy
+from wmkit.search.policy import LookaheadGreedyPolicy, MCTSPolicy
 from wmkit.search.rules_sim import NaiveVaultRules, RulesSimulator, RulesToken
 from wmkit.search.search import PUCT, UCB1, as_budget, puct, search, ucb1
 from wmkit.search.self_correcting import SelfCorrectingPolicy, TraceRecord
@@ -48,6 +49,7 @@ __all__ = [
     "HeuristicValue",
     "HybridValue",
     "LLMValue",
+    "LookaheadGreedyPolicy",
     "MCTSPolicy",
     "NaiveVaultRules",
     "NodeView",

@@ -1,4 +1,4 @@
-"""``MCTSPolicy``: search the live env's snapshots each step, then play the best action."""
+"""Policies over the live env's snapshots: ``MCTSPolicy`` and ``LookaheadGreedyPolicy``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from wmkit.search.types import Budget, ProposeFn, Pruning, SearchOutput, SelectF
 from wmkit.search.values import HeuristicValue, reset_value
 from wmkit.world.types import WorldState
 
-__all__ = ["MCTSPolicy"]
+__all__ = ["LookaheadGreedyPolicy", "MCTSPolicy"]
 
 
 class MCTSPolicy:
@@ -115,3 +115,58 @@ class MCTSPolicy:
         if self.reuse_tree:
             self._tree, self._next = out.tree, out.tree.child(out.tree.root, out.action)
         return out.action
+
+
+class LookaheadGreedyPolicy:
+    """The greedy baseline for games: the command with the best immediate reward (a Policy).
+
+    Each :meth:`act` tries every proposed command once from a snapshot of the live env
+    (then restores it) and plays one with the highest reward; among equals it prefers
+    one after which the episode goes on, then one that changes the state (its
+    transposition key differs from the current one's), drawn uniformly: with no reward
+    in sight it wanders instead of repeating a no-op.
+
+    Args:
+        env: the live env (the suite injects it); it, or the env it wraps, has
+            ``snapshot()``/``restore(token)``.
+        propose_fn: commands to try (default: the state's ``admissible_actions``).
+        key_fn: transposition key from the env's full info (as for :class:`MCTSPolicy`).
+
+    Raises:
+        TypeError: the env cannot snapshot and restore.
+    """
+
+    def __init__(
+        self, env: Any, *, propose_fn: ProposeFn | None = None, key_fn: KeyFn | None = None
+    ) -> None:
+        self.simulator = EnvSnapshotSimulator(env, key_fn=key_fn)
+        self.propose_fn = propose_fn or admissible_proposal
+        self._rng = np.random.default_rng(0)
+
+    def reset(self, rng: np.random.Generator) -> None:
+        """Start a new episode; ties are drawn from ``rng``."""
+        self._rng = rng
+
+    def act(self, observation: str, info: Mapping[str, Any], tracked: WorldState) -> str:
+        """Return a proposed command with the highest one-step reward.
+
+        Raises:
+            RuntimeError: nothing is proposed here.
+        """
+        sim = self.simulator
+        root = sim.root(observation, info)
+        actions = self.propose_fn(root).actions
+        if not actions:
+            raise RuntimeError(
+                "LookaheadGreedyPolicy found no action to take: nothing is proposed here"
+            )
+        with sim.preserve():
+            # Per command: its reward, then whether the episode goes on, then whether the
+            # state changes (ties broken in that order).
+            scored = []
+            for action in actions:
+                t = sim.step(root.token, action)
+                scored.append((t.reward, not t.terminal, t.key is None or t.key != root.key))
+        best = max(scored)
+        ties = [a for a, s in zip(actions, scored, strict=True) if s == best]
+        return ties[int(self._rng.integers(len(ties)))]

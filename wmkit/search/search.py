@@ -3,13 +3,16 @@
 A simulation descends from the root by ``select_fn`` through nodes that exist, until it
 picks an action with no child yet: the simulator steps it (the only step of the
 simulation), the new state is proposed for and valued, and the return is backed up
-along the path. A simulation also ends at a terminal node (value 0), at the depth limit,
-at a dead end, or on coming back to a state already on its path (a no-op or a loop:
-that state is searched where it first appeared); those lend their mean value. A state
-whose transposition key the tree already holds shares that state's value statistics,
+along the path. An action that leaves the state as it was (the same transposition key,
+no reward: a no-op, such as a command the game refuses) is pruned at that node as soon
+as it is stepped, and the simulation picks again there: no-ops cost one step each,
+never a simulation (the last action left at a node is kept, so a state whose every
+action is a no-op still has one to play). A simulation also ends at a terminal node (value 0), at the depth
+limit, at a dead end, or on coming back to a state already on its path (a loop: that
+state is searched where it first appeared); those lend their mean value. A state whose
+transposition key the tree already holds shares that state's value statistics,
 proposal and estimate, so neither the proposer nor the value function runs again for
-it; visit counts stay per node, so the no-op leading back to its parent's state does
-not inherit the parent's visits.
+it; visit counts stay per node.
 
 Q values are normalised to [0, 1] by the smallest and largest Q sample backed up so far
 (MuZero's min-max rule) before selection, so one exploration constant serves games
@@ -99,7 +102,7 @@ def search(
     if not tree.terminal[top]:
         # Columns are bound once: the loop below is the hot path.
         terminal, depth, children, token = tree.terminal, tree.depth, tree.children, tree.token
-        slot = tree.slot
+        slot, slot_key = tree.slot, tree.slot_key
         limit = math.inf if budget.max_depth is None else depth[top] + budget.max_depth
         step, known, add, backup = simulator.step, tree.known, tree.add, tree.backup
         for ran in range(1, budget.simulations + 1):
@@ -119,6 +122,19 @@ def search(
                 child = kids.get(action) if kids else None
                 if child is None:
                     t = step(token[node], action)
+                    if (
+                        t.key is not None
+                        and t.key == slot_key[slot[node]]
+                        and not t.reward
+                        and _live(tree, node) > 1
+                    ):
+                        # A no-op (the state is unchanged): nothing to search below it, so
+                        # the action is pruned here and this simulation picks again.
+                        if kids is None:
+                            children[node] = {action: PRUNED}
+                        else:
+                            kids[action] = PRUNED
+                        continue
                     if known(t.key):
                         child = add(node, action, t)
                         value = tree.value(child)
@@ -154,6 +170,13 @@ def search(
         simulations=ran,
         tree=tree,
     )
+
+
+def _live(tree: Tree, node: int) -> int:
+    """How many of the actions proposed at ``node`` are not pruned."""
+    kids = tree.children[node]
+    pruned = list(kids.values()).count(PRUNED) if kids else 0
+    return len(tree.slot_actions[tree.slot[node]]) - pruned
 
 
 def as_budget(budget: Budget | int) -> Budget:
