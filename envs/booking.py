@@ -1750,10 +1750,6 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
         # state it was left in, and only when asked (ground truth on).
         return d.freeze(True)
 
-    def observation(self, state: BookingState, rng: Any = None, params: Any = None) -> str:
-        """Return the text of ``state``'s step, one message per line."""
-        return state.text
-
     def truth_info(self, state: BookingState) -> dict[str, Any]:
         """Return the ground-truth ``wm.*`` info of ``state`` (fresh containers)."""
         truth = _truth(state.items, state.by_id, state.prior[0])
@@ -1941,10 +1937,10 @@ def _events(d: _Draft) -> None:
     if schedule and schedule[0][0] <= d.step:
         _lapse(d)
     # One draw for the step's two independent rolls (12 bits each): the low 24 bits of
-    # rng.bits(), inlined.
+    # rng.bits(), inlined (the low 24 bits of ``x * 0x9E3779B1`` only need those of x).
     rng = d.rng
     rng.x = x = (rng.x * 0x5DEECE66D + 11) & _M48
-    bits = (x ^ (x >> 24) ^ x * 0x9E3779B1) & 0xFFFFFF
+    bits = (x ^ (x >> 24) ^ (x & 0xFFFFFF) * 0x9E3779B1) & 0xFFFFFF
     if bits & 4095 < _OFFER_BELOW:
         _offer(d)
     if bits >> 12 < _USER_BELOW:

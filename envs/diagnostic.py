@@ -180,9 +180,11 @@ class CoreDefaults:
     """The methods the family cores share; list it before ``FuncEnv`` in the bases.
 
     Assumes the core keeps its parameters in ``self._params`` and that its states carry
-    ``reward`` (of the step into them), ``admissible``, ``score``, ``max_score`` and
-    ``step``. A family with a win or loss, or other state fields, overrides
-    :meth:`terminal` or :meth:`state_info`.
+    ``text`` (the step's observation), ``reward`` (of the step into them),
+    ``admissible``, ``score``, ``max_score`` and ``step``. A family with a win or loss,
+    or other state fields, overrides :meth:`terminal` or :meth:`state_info`; one that
+    overrides none of the four step methods is stepped by :class:`DiagnosticEnv` with
+    their code inline (one call into the core a step).
     """
 
     _params: Any
@@ -190,6 +192,10 @@ class CoreDefaults:
     def get_default_params(self, **kwargs: Any) -> Any:
         """Return the parameters this core was built with."""
         return self._params
+
+    def observation(self, state: Any, rng: Any = None, params: Any = None) -> str:
+        """Return the text of ``state``'s step, one message per line."""
+        return state.text
 
     def reward(
         self, state: Any, action: str, next_state: Any, rng: Any = None, params: Any = None
@@ -247,6 +253,11 @@ class DiagnosticEnv(gymnasium.Env[str, str]):
         self.action_space = self.core.action_space
         self.ground_truth = ground_truth
         self._state: Any = None
+        core_class = type(self.core)
+        self._fused = all(
+            getattr(core_class, name) is getattr(CoreDefaults, name)
+            for name in ("observation", "reward", "terminal", "state_info")
+        )
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -262,11 +273,22 @@ class DiagnosticEnv(gymnasium.Env[str, str]):
         if before is None:
             raise RuntimeError("call reset() before step()")
         self._state = after = core.transition(before, action)
-        reward = float(core.reward(before, action, after))
-        terminated = bool(core.terminal(after))
+        if self._fused:
+            # The core keeps CoreDefaults' step methods: their code, inline (four calls
+            # fewer, ~4% of a Parcel or Booking step; a test checks both paths agree).
+            reward, terminated, observation = float(after.reward), False, after.text
+            info = {
+                "admissible_actions": list(after.admissible),
+                "score": after.score,
+                "max_score": after.max_score,
+                "moves": after.step,
+            }
+        else:
+            reward = float(core.reward(before, action, after))
+            terminated = bool(core.terminal(after))
+            observation = core.observation(after)
+            info = core.state_info(after)  # what _info() does, inline on the hot path
         truncated = not terminated and after.step >= self.params.horizon
-        observation = core.observation(after)
-        info = core.state_info(after)  # what _info() does, inline on the hot path
         if self.ground_truth:
             info.update(core.truth_info(after))
         return observation, reward, terminated, truncated, info

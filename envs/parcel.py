@@ -1739,10 +1739,6 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         draft.advance()
         return draft.freeze(reward, True, self._truth)
 
-    def observation(self, state: ParcelState, rng: Any = None, params: Any = None) -> str:
-        """Return the text of ``state``'s step, one message per line."""
-        return state.text
-
     def truth_info(self, state: ParcelState) -> dict[str, Any]:
         """Return the ground-truth ``wm.*`` info of ``state`` (fresh containers)."""
         # From now on transitions carry the digest and facts over (see _carry_truth):

@@ -1773,10 +1773,6 @@ class VaultFuncEnv(CoreDefaults, FuncEnv[VaultState, str, str, int, bool, None, 
         d.chatter()
         return d.freeze(reward)
 
-    def observation(self, state: VaultState, rng: Any = None, params: Any = None) -> str:
-        """Return the text of ``state``'s step, one message per line."""
-        return state.text
-
     def terminal(self, state: VaultState, rng: Any = None, params: Any = None) -> bool:
         """Return True once the treasure has been taken."""
         return state.won

@@ -147,6 +147,33 @@ def test_info_values_are_fresh_containers():
     assert "wait" in env.core.state_info(token)["admissible_actions"]
 
 
+@pytest.mark.parametrize("env_id", ["wmkit/Parcel-v0", "wmkit/Booking-v0"])
+def test_the_inline_step_path_equals_the_core_calls(env_id):
+    # Cores that keep CoreDefaults' step methods are stepped with their code inline;
+    # with that path turned off, every step must come out the same.
+    fused = gymnasium.make(env_id, horizon=150, ground_truth=True).unwrapped
+    plain = gymnasium.make(env_id, horizon=150, ground_truth=True).unwrapped
+    assert fused._fused
+    plain._fused = False
+    rng = np.random.default_rng(3)
+    first = fused.reset(seed=3)
+    assert first == plain.reset(seed=3)
+    info = first[1]
+    for _ in range(150):
+        actions = info["admissible_actions"]
+        action = actions[int(rng.integers(len(actions)))]
+        got, expected = fused.step(action), plain.step(action)
+        assert got == expected
+        assert all(type(a) is type(b) for a, b in zip(got, expected, strict=True))
+        info = got[-1]
+    assert got[3]  # truncated at the horizon, on both paths
+
+
+def test_families_with_their_own_step_methods_keep_the_core_calls():
+    for env_id in ("wmkit/Vault-v0", "wmkit/SmartHome-v0"):
+        assert not gymnasium.make(env_id).unwrapped._fused
+
+
 def test_reward_and_moves_are_plain_python_numbers():
     env = make()
     env.reset(seed=6)
