@@ -7,12 +7,12 @@ along the path. An action that leaves the state as it was (the same transpositio
 no reward: a no-op, such as a command the game refuses) is pruned at that node as soon
 as it is stepped, and the simulation picks again there: no-ops cost one step each,
 never a simulation (the last action left at a node is kept, so a state whose every
-action is a no-op still has one to play). A simulation also ends at a terminal node (value 0), at the depth
-limit, at a dead end, or on coming back to a state already on its path (a loop: that
-state is searched where it first appeared); those lend their mean value. A state whose
-transposition key the tree already holds shares that state's value statistics,
-proposal and estimate, so neither the proposer nor the value function runs again for
-it; visit counts stay per node.
+action is a no-op still has one to play). A simulation also ends at a terminal node
+(value 0), at the depth limit, at a dead end, or on coming back to a state already on
+its path (a loop: that state is searched where it first appeared); those lend their
+mean value. A state whose transposition key the tree already holds shares that
+state's value statistics, proposal and estimate, so neither the proposer nor the value
+function runs again for it; visit counts stay per node.
 
 Q values are normalised to [0, 1] by the smallest and largest Q sample backed up so far
 (MuZero's min-max rule) before selection, so one exploration constant serves games
