@@ -114,7 +114,12 @@ def _arm(
         if counted is not None and activity[0] not in counted:
             return
         if next(counter) == at:
-            marker.write_text(f"{activity[0]}|{' '.join(statement.split())[:80]}")
+            # Written whole or not at all: the runner may SIGKILL this process while it
+            # writes (the writer finished and the governors are stopped), and a torn
+            # marker would be read as a kill point.
+            partial = marker.with_suffix(".partial")
+            partial.write_text(f"{activity[0]}|{' '.join(statement.split())[:80]}")
+            os.replace(partial, marker)
             os.kill(os.getpid(), signal.SIGKILL)
 
     sa.event.listen(engine, "before_cursor_execute", lambda c, cur, stmt, *a: on_event(stmt))
