@@ -348,6 +348,9 @@ def memory_rows(table: Table, sizes: list[int], cap_sims: int) -> None:
             f"{peak / size:,.0f} B/node (tokens excluded: they are the simulator's)",
         )
 
+    if cap_sims <= 0:  # as --valid-sims and --copy-sims: 0 skips the row
+        return
+
     class Chain:
         def step(self, token: int, action: str) -> Transition:
             return Transition(token + 1, "obs", 0.1, False, info)
@@ -383,7 +386,7 @@ def main() -> None:
     parser.add_argument("--valid-sims", type=int, default=12, help="0 skips that row")
     parser.add_argument("--copy-sims", type=int, default=100, help="0 skips that row")
     parser.add_argument("--mem-sizes", default="10000,100000,1000000")
-    parser.add_argument("--cap-sims", type=int, default=100_000)
+    parser.add_argument("--cap-sims", type=int, default=100_000, help="0 skips that row")
     args = parser.parse_args()
 
     table = Table(title="wmkit search: rates against the raw engine (CPU s, best of repeats)")
