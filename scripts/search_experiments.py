@@ -117,8 +117,8 @@ def games(args: argparse.Namespace) -> None:
         args.quick_outcomes = args.quick_outcomes or QUICK_OUTCOMES
     envs = [(f"jericho:{g}", "wmkit/Jericho-v0", _jericho_kwargs(g, args)) for g in args.games]
     envs += [
-        (f"textworld:{c}", "wmkit/TextWorld-v0", {"challenge": c.split(":")[0], "options": o})
-        for c, o in map(_textworld_game, args.textworld)
+        (f"textworld:{spec}", "wmkit/TextWorld-v0", _textworld_kwargs(spec))
+        for spec in args.textworld
     ]
     actions = (
         f"quick ({args.quick_tries} tries, {args.quick_outcomes} outcomes a state)"
@@ -160,19 +160,21 @@ def games(args: argparse.Namespace) -> None:
                   flush=True)  # fmt: skip
 
 
-def _textworld_game(spec: str) -> tuple[str, dict[str, Any]]:
-    """``challenge[:option=value,...]`` -> (the spec, tw-make options; seed 1 unless set)."""
-    _, _, rest = spec.partition(":")
+_FLAGS = {"true": True, "false": False}
+
+
+def _textworld_kwargs(spec: str) -> dict[str, Any]:
+    """The TextWorld env of ``challenge[:option=value,...]`` (tw-make seed 1 unless set)."""
+    challenge, _, rest = spec.partition(":")
     options: dict[str, Any] = {"seed": 1}
     for pair in filter(None, rest.split(",")):
         name, sep, value = pair.partition("=")
         if not sep:
             raise SystemExit(f"--textworld {spec!r}: options are name=value, got {pair!r}")
-        flags = {"true": True, "false": False}
         options[name] = (
-            int(value) if value.lstrip("-").isdigit() else flags.get(value.lower(), value)
+            int(value) if value.lstrip("-").isdigit() else _FLAGS.get(value.lower(), value)
         )
-    return spec, options
+    return {"challenge": challenge, "options": options}
 
 
 def _key(row: dict[str, Any]) -> str:

@@ -17,8 +17,9 @@ Honesty (ARCHITECTURE §2): the simulator never reads ``wm.*``. The transpositio
 the env's own identity of its state, read through the planning interface: the snapshot
 token itself when it is hashable (the diagnostic families' immutable states: Parcel and
 Vault; hashed once per state, no text to build), else the env's ``state_hash()`` when it
-has one (Jericho and TextWorld, whose tokens hold emulator arrays; SmartHome and
-Booking, whose states hold dicts), else None (no transpositions). The predicted delta
+has one (Jericho and TextWorld, whose tokens hold emulator arrays), else None (no
+transpositions: SmartHome and Booking, whose states hold dicts and whose shell has no
+``state_hash()``). The predicted delta
 is what a ``reader`` (text only) reads in the predicted observation, or None without
 one. :func:`truth_hash` and :func:`truth_delta` read the ground-truth keys instead:
 explicit opt-ins for configurations marked ``oracle`` only.
