@@ -512,7 +512,7 @@ _ESCALATED, _NOT_DELAYED = _FORMS["escalated"], _FORMS["not_delayed"]
 _TOO_LATE = _FORMS["too_late"]
 _REROUTED, _SAME_ADDRESS = _FORMS["rerouted"], _FORMS["same_address"]
 _UNKNOWN_PARCEL, _BAD_ADDRESS = _FORMS["unknown_parcel"], _FORMS["bad_address"]
-for _form in (_SCAN, _DELAY, _DELIVERED):  # _Draft.advance formats these without say()
+for _form in (_SCAN, _DELAY, _DELIVERED):  # transition formats these without _say()
     if not _form[1] or any(order is not None for _, order in _form[0]):
         raise ValueError("scan, delay and delivered need paraphrases in say order")
 
@@ -546,11 +546,11 @@ _CHATTER = _chatter_table()
 # A transition draws from a 30-bit LCG started from a hash of (episode seed, step), so its
 # randomness is a function of the state. 30 bits because CPython's int arithmetic is
 # cheapest on operands below 2**30 (one internal digit), and a step draws ~20 numbers;
-# seeding ``random.Random`` alone would cost a third of a step. The draft keeps the
-# generator's state and steps it inline where draws are frequent: a method call costs
-# more than the draw. Draws use the high bits, the good ones of an LCG:
-# ``(x * n) >> 30`` is uniform in [0, n), and ``x < _chance(p)`` happens with
-# probability ``p``.
+# seeding ``random.Random`` alone would cost a third of a step. The step keeps the
+# generator's state in a local int and steps it inline (a call costs more than the
+# draw); helpers that draw take and return it. Draws use the high bits, the good ones
+# of an LCG: ``(x * n) >> 30`` is uniform in [0, n), and ``x < _chance(p)`` happens
+# with probability ``p``.
 
 _LCG_MUL = 1664525  # with an odd increment, full period 2**30 (Hull-Dobell)
 _LCG_ADD = 1013904223
@@ -1105,383 +1105,208 @@ def _delta(changes: tuple[_Change, ...]) -> Delta:
     return _new(Delta, (tuple(added), tuple(removed)))
 
 
-class _Draft:
-    """Mutable scratch copy of a state for one transition, frozen again by ``freeze``.
+# --- the step path ---------------------------------------------------------------------
+#
+# ``ParcelFuncEnv.transition`` is one function over local variables, not a scratch
+# object: in CPython 3.11 storing a draft's fields and loading them again around every
+# helper call cost ~7 % of a step's instructions (measured when this replaced such a
+# draft). What the reset shares with a step (a line of text, an address, a booking, the
+# chatter) are the functions below. They take the generator's state ``x`` as a plain int
+# and return its new value, and append to the step's lists: ``lines`` (the observation),
+# ``said`` (the entity ids the lines name, for ``wm.mentioned``) and, for a booking,
+# ``live``.
 
-    Transitions stay pure: the draft changes its own copies (the live parcels in a list,
-    new persistent maps), never the input state. ``acted`` is the command's change, if
-    any (the events' changes are derived from ``before`` when ground truth asks for
-    them). ``admissible`` is the input state's commands until an open request or the
-    active parcels change, then None; ``commands`` likewise until the active parcels
-    change. ``x`` is the random generator's state; draws step it inline (see
-    "randomness"), as a method call would cost more than the draw.
+
+def _say(x: int, rate: int, form: _Form, texts: tuple[str, ...], lines: list[str]) -> int:
+    """Add a line of ``form`` filled with ``texts``; return the generator's new state.
+
+    Args:
+        x: the generator's state.
+        rate: the paraphrase threshold (``ParcelParams._chances``).
+        form: the message kind.
+        texts: the surface forms of its values, in its ``_SAY_ORDER``.
+        lines: the step's lines.
     """
+    variants, paraphrases = form
+    line, order = variants[0]
+    if paraphrases:
+        # One draw decides both whether to paraphrase and which paraphrase: below the
+        # rate's threshold, it is uniform in [0, rate).
+        x = (x * _LCG_MUL + _LCG_ADD) & _M30
+        if x < rate:
+            line, order = variants[1 + x * paraphrases // rate]
+    if texts:
+        line %= texts if order is None else order(texts)
+    lines.append(line)
+    return x
 
-    __slots__ = (
-        "acted", "active", "admissible", "before", "commands", "index", "indirect", "key",
-        "lines", "live", "max_score", "params", "rate", "retired", "said", "score", "seed",
-        "state", "step", "used_pairs", "x",
-    )  # fmt: skip
 
-    def __init__(self, state: ParcelState) -> None:
-        self.state = state
-        # One unpacking of the state's fields, cheaper than reading them one by one (``_``
-        # for those the draft makes anew).
-        (
-            params, self.seed, key, step, self.active, live, self.retired, self.index,
-            self.used_pairs, _, _, _, _, _, self.admissible, self.commands, _, self.score,
-            self.max_score,
-        ) = state  # fmt: skip
-        self.params, self.key = params, key
-        self.rate, self.indirect = params._chances
-        self.step = step = step + 1
-        # The generator's state at the start of the step, ``_start(key, step)`` inlined.
-        z = key ^ step * 40503
-        z = ((z ^ (z >> 15)) * 0x2C1B3C6D) & _M30
-        self.x = z ^ (z >> 13)
-        self.before = (self.active, live)
-        self.acted: tuple[tuple[int, _Record, _Record], ...] = ()
-        self.live = list(live)
-        self.lines: list[str] = []
-        self.said: list[str] = []
+def _address(x: int, avoid: tuple[str, ...]) -> tuple[int, str]:
+    """Draw an address (one draw among all of them) not in ``avoid``; return (x, it)."""
+    while True:
+        x = (x * _LCG_MUL + _LCG_ADD) & _M30
+        address = _ADDRESS_BY_DRAW[(x * _ADDRESSES) >> 30]
+        if address not in avoid:
+            return x, address
 
-    def choice(self, seq: Any) -> Any:
-        """Return a uniformly chosen element of the non-empty sequence ``seq``."""
-        self.x = x = (self.x * _LCG_MUL + _LCG_ADD) & _M30
-        return seq[(x * len(seq)) >> 30]
 
-    # -- text --
+_Booked = tuple[int, tuple[int, ...], immutables.Map, immutables.Map]
+"""What a booking changes: the generator's state, ``active``, ``index``, ``used_pairs``."""
 
-    def say(self, form: _Form, texts: tuple[str, ...] = (), names: tuple[str, ...] = ()) -> None:
-        """Add a line of ``form`` (a paraphrase at the rate) filled with ``texts``.
 
-        Args:
-            form: the message kind.
-            texts: the surface forms of its values, in its ``_SAY_ORDER``.
-            names: the entity ids the line names (for ``wm.mentioned``).
-        """
-        variants, paraphrases = form
-        line, order = variants[0]
-        if paraphrases:
-            # One draw decides both whether to paraphrase and which paraphrase: below the
-            # rate's threshold, it is uniform in [0, rate).
-            self.x = x = (self.x * _LCG_MUL + _LCG_ADD) & _M30
-            if x < self.rate:
-                line, order = variants[1 + x * paraphrases // self.rate]
-        if texts:
-            line %= texts if order is None else order(texts)
-        self.lines.append(line)
-        if names:
-            self.said += names
+def _book(
+    x: int,
+    step: int,
+    rate: int,
+    live: list[_Record],
+    active: tuple[int, ...],
+    index: immutables.Map[str, int],
+    used: immutables.Map[tuple[str, str], None],
+    lines: list[str],
+    said: list[str],
+) -> _Booked:
+    """Book a parcel: a fresh id and (sender, receiver) pair, pace, route, address.
 
-    def chatter(self) -> None:
-        """Insert ``distractors`` chatter lines at random places after the first line."""
-        lines, x = self.lines, self.x
-        for _ in range(self.params.distractors):
-            # Two draws: the line, and where it goes.
-            x = (x * _LCG_MUL + _LCG_ADD) & _M30
-            line, names = _CHATTER[(x * _CHATTER_LINES) >> 30]
-            x = (x * _LCG_MUL + _LCG_ADD) & _M30
-            lines.insert(1 + ((x * len(lines)) >> 30), line)
-            if names:
-                self.said += names
-        self.x = x
-
-    # -- parcels --
-
-    def put(self, i: int, k: int, parcel: _Record) -> None:
-        """The command's change: parcel ``i`` (``live[k]``, or delivered if -1) is ``parcel``."""
-        if k >= 0:
-            self.acted = ((i, self.live[k], parcel),)
-            self.live[k] = parcel
-        else:
-            self.acted = ((i, self.retired[i], parcel),)
-            self.retired = self.retired.set(i, parcel)
-
-    def address(self, avoid: tuple[str, ...]) -> str:
-        """Draw an address (one draw among all of them) not in ``avoid``."""
-        while True:
-            self.x = x = (self.x * _LCG_MUL + _LCG_ADD) & _M30
-            address = _ADDRESS_BY_DRAW[(x * _ADDRESSES) >> 30]
-            if address not in avoid:
-                return address
-
-    def book(self) -> None:
-        """Book a parcel: a fresh id and (sender, receiver) pair, pace, route, address."""
-        step, x, index, used = self.step, self.x, self.index, self.used_pairs
-        # Fresh ids and pairs by rejection, at most 64 draws each: capacity is validated
-        # against the horizon, so a draw or two almost always do; past it a scan takes over.
+    Appends its record to ``live``, its line to ``lines`` and the ids it names to
+    ``said``; returns the generator's new state, ``active``, ``index`` and ``used_pairs``.
+    """
+    # Fresh ids and pairs by rejection, at most 64 draws each: capacity is validated
+    # against the horizon, so a draw or two almost always do; past it a scan takes over.
+    x = (x * _LCG_MUL + _LCG_ADD) & _M30
+    pid = _TRACKING_IDS[(x * ID_CAPACITY) >> 30]
+    tries = 1
+    while pid in index:
+        if tries == 64:
+            pid = _first_free_id(index)
+            break
         x = (x * _LCG_MUL + _LCG_ADD) & _M30
         pid = _TRACKING_IDS[(x * ID_CAPACITY) >> 30]
-        tries = 1
-        while pid in index:
-            if tries == 64:
-                pid = _first_free_id(index)
-                break
-            x = (x * _LCG_MUL + _LCG_ADD) & _M30
-            pid = _TRACKING_IDS[(x * ID_CAPACITY) >> 30]
-            tries += 1
-        tries = 0
-        while True:
-            if tries == 64:
-                sender, receiver = pair = _first_free_pair(used)
-                break
-            x = (x * _LCG_MUL + _LCG_ADD) & _M30
-            a = (x * _PERSON_COUNT) >> 30
-            x = (x * _LCG_MUL + _LCG_ADD) & _M30
-            b = (x * (_PERSON_COUNT - 1)) >> 30
-            sender, receiver = pair = (PERSONS[a], PERSONS[b + (b >= a)])
-            if pair not in used:
-                break
-            tries += 1
-        # Pace (weighted); the route: one draw among all of them, read as mixed-radix
-        # digits: its length (2 + longer hubs), then each hub among those left.
+        tries += 1
+    tries = 0
+    while True:
+        if tries == 64:
+            sender, receiver = pair = _first_free_pair(used)
+            break
         x = (x * _LCG_MUL + _LCG_ADD) & _M30
-        pace = _PACE_BY_DRAW[(x * _PACE_TOTAL) >> 30]
+        a = (x * _PERSON_COUNT) >> 30
         x = (x * _LCG_MUL + _LCG_ADD) & _M30
-        u, longer = divmod((x * _ROUTES) >> 30, 4)
-        route = _ROUTE_STARTS[u % _STARTS]  # the first two digits at once
-        if longer:
-            hubs, more = list(_ROUTE_RESTS[u % _STARTS]), []
-            u //= _STARTS
-            for left in range(len(hubs), len(hubs) - longer, -1):
-                u, k = divmod(u, left)
-                more.append(hubs.pop(k))
-            route += tuple(more)
-        origin = route[0]
-        low, high = PACES[pace]
-        self.x = x = (x * _LCG_MUL + _LCG_ADD) & _M30
-        due = step + low + ((x * (high - low + 1)) >> 30)
-        address = self.address(())
-        # In field order: id, sender, receiver, route, pace, booked_at, address,
-        # address_at, requested, request, requested_at, corrected, hop, location,
-        # location_at, status, status_at, due.
-        parcel = (
+        b = (x * (_PERSON_COUNT - 1)) >> 30
+        sender, receiver = pair = (PERSONS[a], PERSONS[b + (b >= a)])
+        if pair not in used:
+            break
+        tries += 1
+    # Pace (weighted); the route: one draw among all of them, read as mixed-radix
+    # digits: its length (2 + longer hubs), then each hub among those left.
+    x = (x * _LCG_MUL + _LCG_ADD) & _M30
+    pace = _PACE_BY_DRAW[(x * _PACE_TOTAL) >> 30]
+    x = (x * _LCG_MUL + _LCG_ADD) & _M30
+    u, longer = divmod((x * _ROUTES) >> 30, 4)
+    route = _ROUTE_STARTS[u % _STARTS]  # the first two digits at once
+    if longer:
+        hubs, more = list(_ROUTE_RESTS[u % _STARTS]), []
+        u //= _STARTS
+        for left in range(len(hubs), len(hubs) - longer, -1):
+            u, k = divmod(u, left)
+            more.append(hubs.pop(k))
+        route += tuple(more)
+    origin = route[0]
+    low, span = _PACE_SPANS[pace]
+    x = (x * _LCG_MUL + _LCG_ADD) & _M30
+    due = step + low + ((x * span) >> 30)
+    x, address = _address(x, ())
+    # In field order: id, sender, receiver, route, pace, booked_at, address,
+    # address_at, requested, request, requested_at, corrected, hop, location,
+    # location_at, status, status_at, due.
+    live.append(
+        (
             pid, sender, receiver, route, pace, step, address, step, "", "none", -1, False, 0,
             origin, step, "booked", step, due,
-        )  # fmt: skip
-        i = len(index)  # every parcel booked so far has an id in the index
-        self.live.append(parcel)
-        self.active += (i,)
-        self.admissible = self.commands = None
-        self.used_pairs = used.set(pair, None)
-        self.index = index.set(pid, i)
-        surface = _SURFACE
-        self.say(
-            _BOOKING,
-            (
-                surface[pid], surface[sender], surface[receiver], _ADDRESS_TEXT[address],
-                surface[origin],
-            ),
-            (pid, sender, receiver, origin),
-        )  # fmt: skip
-
-    # -- the agent's command --
-
-    def act(self, command: tuple[str, ...]) -> int | None:
-        """Apply the agent's parsed command; return its reward, or None if rejected."""
-        verb = command[0]
-        if verb == "wait":
-            self.say(_WAITED)
-            return 0
-        if verb == "notify":
-            person = command[1]
-            self.say(_NOTIFIED, (_SURFACE[person],), (person,))
-            return 0
-        if verb in _REFUSALS:
-            self.say(_FORMS[verb])
-            return None
-        pid = command[1]
-        i = self.index.get(pid)
-        if i is None:
-            self.say(_UNKNOWN_PARCEL, (_PARCEL.to_text(pid),), (pid,))
-            return None
-        active = self.active
-        k = active.index(i) if i in active else -1  # -1: delivered, in ``retired``
-        p = self.live[k] if k >= 0 else self.retired[i]
-        if verb == "reroute":
-            if command[2] is None:
-                self.say(_BAD_ADDRESS)
-                return None
-            return self.reroute(i, k, p, command[2])
-        step, label = self.step, _SURFACE[pid]
-        if verb == "track":
-            self.put(i, k, _tracked(p, step))
-            hub = p[_LOCATION]
-            texts = (label, _SURFACE[p[_STATUS]], _SURFACE[hub], _ADDRESS_TEXT[p[_ADDRESS]])
-            self.say(_TRACKED, texts, (pid, hub))
-        elif p[_STATUS] == "delivered":
-            self.put(i, k, _status_stated(p, step))
-            self.say(_TOO_LATE, (label,), (pid,))
-        elif p[_STATUS] == "delayed":
-            # The carrier moves it on at the next step instead of waiting out the delay.
-            self.put(i, k, _escalated(p, step))
-            self.say(_ESCALATED, (label, _SURFACE[p[_LOCATION]]), (pid, p[_LOCATION]))
-        else:
-            self.say(_NOT_DELAYED, (label,), (pid,))
-        return 0
-
-    def reroute(self, i: int, k: int, p: _Record, address: str) -> int:
-        pid, step = p[_ID], self.step
-        label = _SURFACE[pid]
-        if p[_STATUS] == "delivered":
-            self.put(i, k, _status_stated(p, step))
-            self.say(_TOO_LATE, (label,), (pid,))
-            return 0
-        if address == p[_ADDRESS]:
-            self.put(i, k, _address_stated(p, step))
-            self.say(_SAME_ADDRESS, (label, _ADDRESS_TEXT[address]), (pid,))
-            return 0
-        right = p[_REQUEST] == "open" and address == p[_REQUESTED]
-        if right:
-            self.put(i, k, _readdressed(p, address, step, "served"))
-            self.admissible = None  # open requests decide the reroute commands
-        else:
-            self.put(i, k, _readdressed(p, address, step, p[_REQUEST]))
-        self.say(_REROUTED, (label, _ADDRESS_TEXT[address]), (pid,))
-        return 1 if right else -1
-
-    # -- the world --
-
-    def advance(self) -> None:
-        """Scans, delays, deliveries; refill bookings; customer and depot news; chatter."""
-        step, live, active, surface = self.step, self.live, self.active, _SURFACE
-        lines, said, rate, x = self.lines, self.said, self.rate, self.x
-        delivered = []
-        # The hottest loop: say() is inlined (those kinds need no reordering).
-        for k, p in enumerate(live):
-            if p[_DUE] > step:  # not yet (one that fell due on a rejected step is due now)
-                continue
-            # Two draws: delayed or not, and the gap to the next event.
-            x = (x * _LCG_MUL + _LCG_ADD) & _M30
-            delayed = x < _DELAY_CHANCE
-            x = (x * _LCG_MUL + _LCG_ADD) & _M30
-            pid = p[_ID]
-            if delayed:
-                low, span = _DELAY_SPAN
-                live[k] = _delayed(p, step, step + low + ((x * span) >> 30))
-                hub, form = p[_LOCATION], _DELAY
-                texts, names = (surface[pid], surface[hub]), (pid, hub)
-            elif p[_HOP] + 1 < len(route := p[_ROUTE]):
-                hub, form = route[p[_HOP] + 1], _SCAN
-                low, span = _PACE_SPANS[p[_PACE]]
-                live[k] = _scanned(p, hub, step, step + low + ((x * span) >> 30))
-                texts, names = (surface[pid], surface[hub]), (pid, hub)
-            else:
-                live[k] = _delivered(p, step)
-                delivered.append(k)
-                form = _DELIVERED
-                texts, names = (surface[pid], _ADDRESS_TEXT[p[_ADDRESS]]), (pid,)
-            variants, paraphrases = form
-            x = (x * _LCG_MUL + _LCG_ADD) & _M30
-            line = variants[0][0] if x >= rate else variants[1 + x * paraphrases // rate][0]
-            lines.append(line % texts)
-            said += names
-        if delivered:
-            retired = self.retired
-            for k in reversed(delivered):
-                retired = retired.set(active[k], live.pop(k))
-                active = active[:k] + active[k + 1 :]
-            self.active, self.retired = active, retired
-            self.admissible = self.commands = None
-            self.x = x
-            load = self.params.load
-            while len(live) < load:
-                self.book()
-            x = self.x
-
-        # Customer and depot news, each with its chance (the draws are kept local, and
-        # handed to the draft around the calls that draw too).
-        x = (x * _LCG_MUL + _LCG_ADD) & _M30
-        if x < _REQUEST_CHANCE:
-            self.x = x
-            if pool := self.untouched():
-                self.request(self.choice(pool), False)
-            x = self.x
-        x = (x * _LCG_MUL + _LCG_ADD) & _M30
-        if x < _RECORRECT_CHANCE:
-            self.x = x
-            if pool := [k for k, p in enumerate(live) if p[_REQUEST] == "open"]:
-                self.request(self.choice(pool), True)
-            x = self.x
-        self.x = x = (x * _LCG_MUL + _LCG_ADD) & _M30
-        if x < _FIX_CHANCE and (pool := self.untouched()):
-            k = self.choice(pool)
-            p = live[k]
-            address = self.address((p[_ADDRESS],))
-            live[k] = _readdressed(p, address, step, p[_REQUEST])
-            self.say(_FIX_ADDRESS, (surface[p[_ID]], _ADDRESS_TEXT[address]), (p[_ID],))
-        self.chatter()
-
-    def untouched(self) -> list[int]:
-        """Positions in ``live`` of parcels booked before this step with no request yet."""
-        step, pool = self.step, []
-        for k, p in enumerate(self.live):
-            if p[_REQUEST] == "none" and p[_BOOKED_AT] < step:
-                pool.append(k)
-        return pool
-
-    def request(self, k: int, recorrect: bool) -> None:
-        """A customer asks to send the parcel at position ``k`` elsewhere, or corrects that."""
-        step, p = self.step, self.live[k]
-        new = self.address((p[_ADDRESS], p[_REQUESTED]))
-        self.x = x = (self.x * _LCG_MUL + _LCG_ADD) & _M30
-        by_description = x < self.indirect
-        # A description is resolved through the booking that stated sender and receiver,
-        # so the answer depends on that older observation.
-        self.live[k] = _requested_to(p, new, p[_BOOKED_AT] if by_description else step)
-        self.admissible = None  # open requests decide the reroute commands
-        surface, new_text = _SURFACE, _ADDRESS_TEXT[new]
-        if by_description:
-            sender, receiver = p[_SENDER], p[_RECEIVER]
-            names, texts = (sender, receiver), (surface[sender], surface[receiver], new_text)
-        else:
-            names, texts = (p[_ID],), (surface[p[_ID]], new_text)
-        if recorrect:
-            form = _RECORRECT_DESC if by_description else _RECORRECT_ID
-            texts += (_ADDRESS_TEXT[p[_REQUESTED]],)
-        else:
-            form = _REQUEST_DESC if by_description else _REQUEST_ID
-            self.max_score += 1
-        self.say(form, texts, names)
-
-    # -- the new state --
-
-    def freeze(self, reward: int, advanced: bool, carry: bool) -> ParcelState:
-        """The new state; ``carry``: derive its digest and facts from the old state's."""
-        live, admissible = self.live, self.admissible
-        if admissible is None:
-            commands = self.commands
-            if commands is None:
-                commands = self.commands = _commands(live)
-            admissible = _admissible(commands, live)
-        state = _new(
-            ParcelState,
-            (
-                self.params,
-                self.seed,
-                self.key,
-                self.step,
-                self.active,
-                tuple(live),
-                self.retired,
-                self.index,
-                self.used_pairs,
-                "\n".join(self.lines),
-                tuple(self.said),
-                advanced,
-                self.before,
-                self.acted,
-                admissible,
-                self.commands,
-                reward,
-                self.score + reward,
-                self.max_score,
-            ),
         )
-        if carry:
-            _carry_truth(self.state, state)
-        return state
+    )  # fmt: skip
+    surface = _SURFACE
+    texts = (
+        surface[pid], surface[sender], surface[receiver], _ADDRESS_TEXT[address], surface[origin]
+    )  # fmt: skip
+    x = _say(x, rate, _BOOKING, texts, lines)
+    said += (pid, sender, receiver, origin)
+    i = len(index)  # every parcel booked so far has an id in the index
+    return x, active + (i,), index.set(pid, i), used.set(pair, None)  # noqa: RUF005
+
+
+def _chatter(x: int, distractors: int, lines: list[str], said: list[str]) -> None:
+    """Insert ``distractors`` chatter lines at random places after the first line.
+
+    The last draws of a step, so the generator's state is not returned.
+    """
+    for _ in range(distractors):
+        # Two draws: the line, and where it goes.
+        x = (x * _LCG_MUL + _LCG_ADD) & _M30
+        line, names = _CHATTER[(x * _CHATTER_LINES) >> 30]
+        x = (x * _LCG_MUL + _LCG_ADD) & _M30
+        lines.insert(1 + ((x * len(lines)) >> 30), line)
+        if names:
+            said += names
+
+
+def _untouched(live: list[_Record], step: int) -> list[int]:
+    """Positions in ``live`` of parcels booked before ``step`` with no request yet."""
+    pool = []  # (a loop: a comprehension costs a function object and a call in 3.11)
+    for k, p in enumerate(live):
+        if p[_REQUEST] == "none" and p[_BOOKED_AT] < step:
+            pool.append(k)
+    return pool
+
+
+def _request(
+    x: int,
+    step: int,
+    chances: tuple[int, int],
+    p: _Record,
+    recorrect: bool,
+    lines: list[str],
+    said: list[str],
+) -> tuple[int, _Record]:
+    """A customer asks to send parcel ``p`` elsewhere, or corrects that request.
+
+    Returns the generator's new state and ``p``'s new record.
+    """
+    rate, indirect = chances
+    x, new = _address(x, (p[_ADDRESS], p[_REQUESTED]))
+    x = (x * _LCG_MUL + _LCG_ADD) & _M30
+    by_description = x < indirect
+    surface, new_text = _SURFACE, _ADDRESS_TEXT[new]
+    if by_description:
+        sender, receiver = p[_SENDER], p[_RECEIVER]
+        names, texts = (sender, receiver), (surface[sender], surface[receiver], new_text)
+    else:
+        names, texts = (p[_ID],), (surface[p[_ID]], new_text)
+    if recorrect:
+        form = _RECORRECT_DESC if by_description else _RECORRECT_ID
+        texts += (_ADDRESS_TEXT[p[_REQUESTED]],)
+    else:
+        form = _REQUEST_DESC if by_description else _REQUEST_ID
+    x = _say(x, rate, form, texts, lines)
+    said += names
+    # A description is resolved through the booking that stated sender and receiver,
+    # so the answer depends on that older observation.
+    return x, _requested_to(p, new, p[_BOOKED_AT] if by_description else step)
+
+
+def _rejected(
+    state: ParcelState, x: int, form: _Form, texts: tuple[str, ...], names: tuple[str, ...]
+) -> ParcelState:
+    """The state after a rejected command: the reply, and the world as it was."""
+    lines: list[str] = []
+    _say(x, state.params._chances[0], form, texts, lines)
+    return state._replace(
+        step=state.step + 1,
+        text=lines[0],
+        said=names,
+        advanced=False,
+        before=(state.active, state.live),
+        acted=(),
+        reward=0,
+    )
 
 
 def _carry_truth(old: ParcelState, new: ParcelState) -> None:
@@ -1562,21 +1387,28 @@ _ADDRESS_TEXT.update(
 
 def _verbs(pid: str) -> tuple[str, str, str]:
     short = pid.removeprefix("parcel:")
-    escalate, track = f"escalate {short}", f"track {short}"
-    # Agents send the admissible commands back: parse these two ahead (see _parse).
-    _PARSED[escalate], _PARSED[track] = ("escalate", pid), ("track", pid)
-    return escalate, track, f"reroute {short} to "
+    return f"escalate {short}", f"track {short}", f"reroute {short} to "
 
 
-def _notify(person: str) -> str:
-    command = "notify " + person.removeprefix("person:")
-    _PARSED[command] = ("notify", person)  # parsed ahead, as in _verbs
-    return command
+# Each parcel's commands and each receiver's, made at import (~10 ms and ~4 MB with the
+# parses ahead below): made on first use instead, as a new parcel is booked every few
+# steps, they cost ~2.5 % of a step's instructions.
+_VERBS = {pid: _verbs(pid) for pid in _TRACKING_IDS}
+_NOTIFY_COMMAND = {person: "notify " + person.removeprefix("person:") for person in PERSONS}
 
 
-# Each parcel's commands, made once per tracking id (at most ID_CAPACITY of them).
-_VERBS = _Memo(_verbs, ID_CAPACITY)
-_NOTIFY_COMMAND = _Memo(_notify, len(PERSONS))
+def _parsed_ahead() -> dict[str, tuple[str, ...]]:
+    # Agents send the admissible commands back: those naming no address are parsed
+    # ahead (see _parse).
+    parsed: dict[str, tuple[str, ...]] = {}
+    for pid, (escalate, track, _) in _VERBS.items():
+        parsed[escalate], parsed[track] = ("escalate", pid), ("track", pid)
+    for person, notify in _NOTIFY_COMMAND.items():
+        parsed[notify] = ("notify", person)
+    return parsed
+
+
+_PARSED_AHEAD = _parsed_ahead()
 
 
 def _commands(live: list[_Record]) -> _Commands:
@@ -1616,8 +1448,9 @@ def _admissible(commands: _Commands, live: list[_Record]) -> tuple[str, ...]:
 
 _NOT_UNDERSTOOD = ("not_understood",)
 _REFUSALS = frozenset({"not_understood", "unknown_person"})  # what _parse refuses as is
-_PARSED: dict[str, tuple[str, ...]] = {}
-"""Commands already parsed, a pure function of the text: emptied when it gets large."""
+_PARSED: dict[str, tuple[str, ...]] = dict(_PARSED_AHEAD)
+"""Commands already parsed, a pure function of the text: emptied when it gets large (but
+for those parsed ahead)."""
 _PARSED_LIMIT = 1 << 16
 
 
@@ -1633,6 +1466,7 @@ def _parse(action: str) -> tuple[str, ...]:
     if command is None:
         if len(_PARSED) >= _PARSED_LIMIT:
             _PARSED.clear()
+            _PARSED.update(_PARSED_AHEAD)
         if match := _REROUTE_RE.fullmatch(action):
             # A reroute as the admissible commands spell it, the one kind agents send that
             # is not parsed ahead: one match instead of splitting and matching its words.
@@ -1703,20 +1537,25 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         """
         params = params or self._params
         seed = int(rng.integers(2**62)) if hasattr(rng, "integers") else int(rng)
-        key, none = _episode_key(seed), ()
-        blank = ParcelState(
-            params=params, seed=seed, key=key, step=-1, active=none, live=none,
-            retired=immutables.Map(), index=immutables.Map(), used_pairs=immutables.Map(),
-            text="", said=none, advanced=False, before=(none, none), acted=none,
-            admissible=none, commands=None, reward=0, score=0, max_score=0,
-        )  # fmt: skip
-        draft = _Draft(blank)  # step 0
-        draft.x = _start(key, -1)  # steps draw from (key, step >= 1)
-        draft.say(_INTRO)
+        key, rate = _episode_key(seed), params._chances[0]
+        live: list[_Record] = []
+        lines: list[str] = []
+        said: list[str] = []
+        active, index, used = (), immutables.Map(), immutables.Map()
+        x = _start(key, -1)  # steps draw from (key, step >= 1)
+        x = _say(x, rate, _INTRO, (), lines)
         for _ in range(params.load):
-            draft.book()
-        draft.chatter()
-        return draft.freeze(0, False, False)
+            x, active, index, used = _book(x, 0, rate, live, active, index, used, lines, said)
+        _chatter(x, params.distractors, lines, said)
+        commands = _commands(live)
+        return _new(
+            ParcelState,
+            (
+                params, seed, key, 0, active, tuple(live), immutables.Map(), index, used,
+                "\n".join(lines), tuple(said), False, ((), ()), (), _admissible(commands, live),
+                commands, 0, 0, 0,
+            ),
+        )  # fmt: skip
 
     def transition(
         self, state: ParcelState, action: str, rng: Any = None, params: Any = None
@@ -1728,16 +1567,175 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         that fell due meanwhile happen at the next accepted command.
         Probes are derived from the state when asked for (``ParcelState.probes``).
         """
-        draft = _Draft(state)
+        # The hot path: one function over locals (see "the step path"). One unpacking of
+        # the state's fields (``_`` for those the step makes anew).
+        (
+            params, seed, key, step, before_active, before_live, retired, index, used, _, _,
+            _, _, _, admissible, commands, _, score, max_score,
+        ) = state  # fmt: skip
+        step += 1
+        chances = params._chances
+        rate = chances[0]
+        # The generator's state at the start of the step, ``_start(key, step)`` inlined.
+        z = key ^ step * 40503
+        z = ((z ^ (z >> 15)) * 0x2C1B3C6D) & _M30
+        x = z ^ (z >> 13)
         if isinstance(action, str):
             command = _PARSED.get(action) or _parse(action)
         else:
             command = _NOT_UNDERSTOOD
-        reward = draft.act(command)
-        if reward is None:
-            return draft.freeze(0, False, self._truth)
-        draft.advance()
-        return draft.freeze(reward, True, self._truth)
+
+        # -- the agent's command: its reply, reward, and the parcel it changes (if any) --
+        active, live, lines, said = before_active, list(before_live), [], []
+        verb, reward, acted = command[0], 0, ()
+        if verb == "wait":
+            x = _say(x, rate, _WAITED, (), lines)
+        elif verb == "notify":
+            person = command[1]
+            x = _say(x, rate, _NOTIFIED, (_SURFACE[person],), lines)
+            said.append(person)
+        else:
+            if verb in _REFUSALS:
+                return self._carry(state, _rejected(state, x, _FORMS[verb], (), ()))
+            pid = command[1]
+            i = index.get(pid)
+            if i is None:
+                text = (_PARCEL.to_text(pid),)
+                return self._carry(state, _rejected(state, x, _UNKNOWN_PARCEL, text, (pid,)))
+            k = active.index(i) if i in active else -1  # -1: delivered, in ``retired``
+            p = live[k] if k >= 0 else retired[i]
+            label, status, new = _SURFACE[pid], p[_STATUS], None
+            names = (pid,)
+            if verb == "track":
+                new, hub = _tracked(p, step), p[_LOCATION]
+                texts = (label, _SURFACE[status], _SURFACE[hub], _ADDRESS_TEXT[p[_ADDRESS]])
+                form, names = _TRACKED, (pid, hub)
+            elif verb == "reroute":
+                address = command[2]
+                if address is None:
+                    return self._carry(state, _rejected(state, x, _BAD_ADDRESS, (), ()))
+                if status == "delivered":
+                    new, form, texts = _status_stated(p, step), _TOO_LATE, (label,)
+                elif address == p[_ADDRESS]:
+                    new, form = _address_stated(p, step), _SAME_ADDRESS
+                    texts = (label, _ADDRESS_TEXT[address])
+                else:
+                    if p[_REQUEST] == "open" and address == p[_REQUESTED]:
+                        new = _readdressed(p, address, step, "served")
+                        reward, admissible = 1, None  # open requests decide the reroutes
+                    else:
+                        new, reward = _readdressed(p, address, step, p[_REQUEST]), -1
+                    form, texts = _REROUTED, (label, _ADDRESS_TEXT[address])
+            elif status == "delivered":  # escalate
+                new, form, texts = _status_stated(p, step), _TOO_LATE, (label,)
+            elif status == "delayed":
+                # The carrier moves it on at the next step instead of waiting out the delay.
+                new, hub = _escalated(p, step), p[_LOCATION]
+                form, texts, names = _ESCALATED, (label, _SURFACE[hub]), (pid, hub)
+            else:
+                form, texts = _NOT_DELAYED, (label,)
+            x = _say(x, rate, form, texts, lines)
+            said += names
+            if new is not None:
+                acted = ((i, p, new),)
+                if k >= 0:
+                    live[k] = new
+                else:
+                    retired = retired.set(i, new)
+
+        # -- scans, delays, deliveries --
+        # The hottest loop: _say() inlined (these kinds need no reordering).
+        delivered = []
+        for k, p in enumerate(live):
+            if p[_DUE] > step:  # not yet (one that fell due on a rejected step is due now)
+                continue
+            # Two draws: delayed or not, and the gap to the next event.
+            x = (x * _LCG_MUL + _LCG_ADD) & _M30
+            delayed = x < _DELAY_CHANCE
+            x = (x * _LCG_MUL + _LCG_ADD) & _M30
+            pid = p[_ID]
+            if delayed:
+                low, span = _DELAY_SPAN
+                live[k] = _delayed(p, step, step + low + ((x * span) >> 30))
+                hub, form = p[_LOCATION], _DELAY
+                texts, names = (_SURFACE[pid], _SURFACE[hub]), (pid, hub)
+            elif p[_HOP] + 1 < len(route := p[_ROUTE]):
+                hub, form = route[p[_HOP] + 1], _SCAN
+                low, span = _PACE_SPANS[p[_PACE]]
+                live[k] = _scanned(p, hub, step, step + low + ((x * span) >> 30))
+                texts, names = (_SURFACE[pid], _SURFACE[hub]), (pid, hub)
+            else:
+                live[k] = _delivered(p, step)
+                delivered.append(k)
+                form = _DELIVERED
+                texts, names = (_SURFACE[pid], _ADDRESS_TEXT[p[_ADDRESS]]), (pid,)
+            variants, paraphrases = form
+            x = (x * _LCG_MUL + _LCG_ADD) & _M30
+            line = variants[0][0] if x >= rate else variants[1 + x * paraphrases // rate][0]
+            lines.append(line % texts)
+            said += names
+        if delivered:
+            for k in reversed(delivered):
+                retired = retired.set(active[k], live.pop(k))
+                active = active[:k] + active[k + 1 :]
+            admissible = commands = None
+            while len(live) < params.load:
+                x, active, index, used = _book(
+                    x, step, rate, live, active, index, used, lines, said
+                )
+
+        # -- customer and depot news, each with its chance --
+        x = (x * _LCG_MUL + _LCG_ADD) & _M30
+        if x < _REQUEST_CHANCE and (pool := _untouched(live, step)):
+            x = (x * _LCG_MUL + _LCG_ADD) & _M30
+            k = pool[(x * len(pool)) >> 30]
+            x, live[k] = _request(x, step, chances, live[k], False, lines, said)
+            max_score += 1
+            admissible = None  # open requests decide the reroute commands
+        x = (x * _LCG_MUL + _LCG_ADD) & _M30
+        if x < _RECORRECT_CHANCE:
+            pool = []
+            for k, p in enumerate(live):
+                if p[_REQUEST] == "open":
+                    pool.append(k)
+            if pool:
+                x = (x * _LCG_MUL + _LCG_ADD) & _M30
+                k = pool[(x * len(pool)) >> 30]
+                x, live[k] = _request(x, step, chances, live[k], True, lines, said)
+                admissible = None
+        x = (x * _LCG_MUL + _LCG_ADD) & _M30
+        if x < _FIX_CHANCE and (pool := _untouched(live, step)):
+            x = (x * _LCG_MUL + _LCG_ADD) & _M30
+            k = pool[(x * len(pool)) >> 30]
+            p = live[k]
+            x, address = _address(x, (p[_ADDRESS],))
+            live[k] = _readdressed(p, address, step, p[_REQUEST])
+            x = _say(x, rate, _FIX_ADDRESS, (_SURFACE[p[_ID]], _ADDRESS_TEXT[address]), lines)
+            said.append(p[_ID])
+        _chatter(x, params.distractors, lines, said)
+
+        # -- the new state --
+        if admissible is None:
+            if commands is None:
+                commands = _commands(live)
+            admissible = _admissible(commands, live)
+        new_state = _new(
+            ParcelState,
+            (
+                params, seed, key, step, active, tuple(live), retired, index, used,
+                "\n".join(lines), tuple(said), True, (before_active, before_live), acted,
+                admissible, commands, reward, score + reward, max_score,
+            ),
+        )  # fmt: skip
+        if self._truth:
+            _carry_truth(state, new_state)
+        return new_state
+
+    def _carry(self, old: ParcelState, new: ParcelState) -> ParcelState:
+        """``new``, set to derive its ground truth from ``old``'s once it is asked for."""
+        if self._truth:
+            _carry_truth(old, new)
+        return new
 
     def truth_info(self, state: ParcelState) -> dict[str, Any]:
         """Return the ground-truth ``wm.*`` info of ``state`` (fresh containers)."""

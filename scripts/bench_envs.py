@@ -8,7 +8,11 @@ Prints, in one run:
 - every diagnostic family's steps/s with ground truth off and on.
 
 Times are CPU seconds of this process (``time.process_time``): on a shared, noisy
-machine they vary less than wall time. Each figure is the best of ``--repeats``.
+machine they vary less than wall time. Each figure is the best of ``--repeats``. The
+caption names the interpreter and the load average at the start: the interpreter's
+build matters (the diagnostic families ran 1.2-1.4x faster on Debian's python3.11 than
+on a default pyenv build of 3.11 on the same machine), so compare figures from one
+interpreter only.
 
 Usage: ``python scripts/bench_envs.py [--games 905.z5,acorncourt.z5] [--steps 5000]``;
 Jericho rows need ``WMKIT_GAMES_DIR`` (or ``--games-dir``), TextWorld rows need the
@@ -19,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -211,7 +217,11 @@ def main() -> None:
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
 
-    table = Table(title="wmkit env throughput (steps per CPU second, best of repeats)")
+    table = Table(
+        title="wmkit env throughput (steps per CPU second, best of repeats)",
+        caption=f"{platform.python_implementation()} {platform.python_version()} "
+        f"({sys.executable}); load average {os.getloadavg()[0]:.2f} at the start",
+    )
     for column in ("env", "what", "steps/s", "ratio / target"):
         table.add_column(column, justify="right" if column == "steps/s" else "left")
     if "families" not in skip:

@@ -556,6 +556,24 @@ def test_kept_parses_equal_parsing_the_words():
     assert parcel._parse("reroute px-1234 to the moon") == ("reroute", "parcel:px-1234", None)
 
 
+def test_parses_ahead_survive_emptying_the_kept_parses(monkeypatch):
+    # The escalate, track and notify commands of every id and person are parsed at import;
+    # each must be what parsing its words gives, and emptying the kept parses (when they
+    # grow large) must keep them and still parse everything else right.
+    ahead = parcel._PARSED_AHEAD
+    assert len(ahead) == 2 * parcel.ID_CAPACITY + len(parcel.PERSONS)
+    for command in random.Random(20).sample(sorted(ahead), 500):
+        assert ahead[command] == parcel._parse_words(command.split()), command
+    monkeypatch.setattr(parcel, "_PARSED", dict(ahead))
+    monkeypatch.setattr(parcel, "_PARSED_LIMIT", len(ahead) + 3)
+    fresh = [f"reroute px-{n} to {n % 99 + 1} elm st" for n in range(1000, 1010)]
+    for command in fresh:  # past the limit: emptied, then refilled with the ahead parses
+        assert parcel._parse(command) == parcel._parse_words(command.split())
+    assert len(parcel._PARSED) < len(ahead) + 3
+    assert all(parcel._PARSED[c] == parsed for c, parsed in ahead.items())
+    assert parcel._parse("Track PX-1000") == ("track", "parcel:px-1000")
+
+
 def test_ground_truth_does_not_depend_on_the_view_cache(monkeypatch):
     # Ground truth reads parcels through cached views; with the cache emptied at every
     # other view, the facts, deltas and hashes must come out the same.
