@@ -101,7 +101,7 @@ def games(args: argparse.Namespace) -> None:
     budget = Budget(args.sims, max_depth=args.depth)
     policies: dict[str, Callable[[Any], Any]] = {
         "mcts": lambda env: MCTSPolicy(
-            env, budget=budget, value_fn=HeuristicValue(1.0, args.novelty)
+            env, budget=budget, value_fn=HeuristicValue(novelty_weight=args.novelty)
         ),
         "random": lambda env: RandomPolicy(),
         "greedy": lambda env: LookaheadGreedyPolicy(env),
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     g.add_argument("--sims", type=int, default=50)
     g.add_argument("--depth", type=int, default=10)
     g.add_argument("--novelty", type=float, default=1.0,
-                   help="MCTS heuristic value's novelty weight (score weight 1)")  # fmt: skip
+                   help="MCTS heuristic value's novelty weight")  # fmt: skip
     g.add_argument("--seeds", type=int, default=5)
     g.add_argument("--agents", nargs="*", default=["mcts", "random", "greedy"],
                    help="agents to run, in this order")  # fmt: skip

@@ -31,6 +31,7 @@ from wmkit.search import (
     truth_hash,
     ucb1,
 )
+from wmkit.search.values import visit_value
 from wmkit.world.types import Delta, Fact, WorldState
 
 NOTHING = WorldState()
@@ -344,8 +345,14 @@ def test_heuristic_value_scores_and_novelty():
     value = HeuristicValue(score_weight=2.0, novelty_weight=1.0)
     scored = Transition(None, "hall", 0.0, False, {"score": 3, "max_score": 6})
     assert value(scored) == pytest.approx(2.0 * 0.5 + 1.0)
-    assert value(scored) == pytest.approx(1.0 + 1.0 / np.sqrt(2))  # seen once before
-    assert value(scored._replace(key="k")) == pytest.approx(1.0 + 1.0 / np.sqrt(3))  # text
+    # Looking at a state (a search's evaluation) is no visit: it stays as novel.
+    assert value(scored) == pytest.approx(2.0 * 0.5 + 1.0)
+    visit_value(value, scored)
+    assert value(scored) == pytest.approx(1.0 + 1.0 / np.sqrt(2))  # visited once
+    # The state is its key where it has one: the same text under another key is new.
+    assert value(scored._replace(key="k")) == pytest.approx(2.0)
+    visit_value(value, scored._replace(key="k", observation="other text"))
+    assert value(scored._replace(key="k")) == pytest.approx(1.0 + 1.0 / np.sqrt(2))
     unbounded = Transition(None, "yard", 0.0, False, {"score": 3, "max_score": 0})
     assert value(unbounded) == pytest.approx(2.0 * 3 + 1.0)
     value.reset()

@@ -27,7 +27,13 @@ from wmkit.search import (
     ucb1,
 )
 from wmkit.search.value_net import CheckpointError, value_input
-from wmkit.search.values import HeuristicValue, HybridValue, LLMValue, ValueNetValue
+from wmkit.search.values import (
+    HeuristicValue,
+    HybridValue,
+    LLMValue,
+    ValueNetValue,
+    visit_value,
+)
 from wmkit.trainers.value import TrainValueConfig, train_value
 from wmkit.world.types import WorldState
 
@@ -134,9 +140,13 @@ def test_value_configs_build_value_net_and_the_learned_hybrid(checkpoint):
     env = gymnasium.make("wmkit/Vault-v0", **VAULT)
     t = _transition(*env.reset(seed=0))
     learned = hybrid.costly(t)
-    # Novelty 1/sqrt(n) filters: the network is asked while the text is new enough
-    # (n <= 4), then the cheap value is returned as it is.
-    assert [hybrid(t) for _ in range(5)] == pytest.approx([learned] * 4 + [1 / np.sqrt(5)])
+    # Novelty 1/sqrt(1 + visits) filters: the network is asked while the state is new
+    # enough (visited at most 3 times), then the cheap value is returned as it is.
+    values = []
+    for _ in range(5):
+        values.append(hybrid(t))
+        visit_value(hybrid, t)
+    assert values == pytest.approx([learned] * 4 + [1 / np.sqrt(5)])
     assert (hybrid.cheap_calls, hybrid.costly_calls) == (5, 4)
 
 
@@ -231,9 +241,11 @@ def test_llm_value_config_builds_against_the_endpoint(chat_server, monkeypatch):
     assert chat_server.requests[0]["temperature"] == 0
 
 
-def test_search_policies_start_every_episode_with_fresh_value_memory():
-    # A configured heuristic (not the policy's own) must forget its novelty counts too,
-    # through a hybrid's parts as well: otherwise episode 2 sees episode 1's states as old.
+def test_search_policies_report_real_visits_and_start_every_episode_afresh():
+    # The policy tells its value function each state it acts from, through a hybrid's
+    # parts too; the search's own look-ahead is no visit. A configured heuristic (not
+    # the policy's own) must forget its visits at reset: otherwise episode 2 sees
+    # episode 1's states as old.
     cheap, costly = HeuristicValue(score_weight=0.0), HeuristicValue()
     hybrid = HybridValue(cheap, costly, threshold=0.0)
     env = gymnasium.make("wmkit/Vault-v0", **VAULT)
@@ -241,8 +253,10 @@ def test_search_policies_start_every_episode_with_fresh_value_memory():
     observation, info = env.reset(seed=0)
     policy.reset(np.random.default_rng(0))
     policy.act(observation, info, WorldState())
-    assert cheap._seen and costly._seen
+    root = policy.last.tree.slot_key[policy.last.tree.slot[policy.last.tree.root]]
+    assert cheap.visits == costly.visits == {root: 1}
+    here = _transition(observation, info)._replace(key=root)
+    assert hybrid(here) < hybrid(_transition("never seen", info))
     policy.reset(np.random.default_rng(1))
-    assert not cheap._seen and not costly._seen
-    first = hybrid(_transition(observation, info))
-    assert first == hybrid(_transition("never seen", info)) > hybrid(_transition(observation, info))
+    assert not cheap.visits and not costly.visits
+    assert hybrid(here) == hybrid(_transition("never seen", info))

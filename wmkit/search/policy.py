@@ -11,7 +11,7 @@ from wmkit.search.search import as_budget, search, ucb1
 from wmkit.search.simulators import EnvSnapshotSimulator, KeyFn, admissible_proposal
 from wmkit.search.tree import Tree
 from wmkit.search.types import Budget, ProposeFn, Pruning, SearchOutput, SelectFn, ValueFn
-from wmkit.search.values import HeuristicValue, reset_value
+from wmkit.search.values import HeuristicValue, reset_value, visit_value
 from wmkit.world.types import WorldState
 
 __all__ = ["LookaheadGreedyPolicy", "MCTSPolicy"]
@@ -32,7 +32,8 @@ class MCTSPolicy:
         budget: simulations per step, depth limit and node cap (an int: simulations).
         select_fn: the selection rule (default UCB1, ties broken by the policy's rng).
         propose_fn: actions to try (default: the state's ``admissible_actions``).
-        value_fn: leaf values (default: a :class:`HeuristicValue`, reset per episode).
+        value_fn: leaf values (default: a :class:`HeuristicValue`, reset per episode);
+            it is told each state the policy acts from (:func:`visit_value`).
         discount: per-step discount in [0, 1].
         pruning: prune clearly worse children while searching (None: never).
         key_fn: transposition key from the env's full info, replacing the default: the
@@ -87,6 +88,7 @@ class MCTSPolicy:
         """
         sim = self.simulator
         root: Any = sim.root(observation, info)
+        visit_value(self.value_fn, root)
         kept, node = self._tree, self._next
         self._tree = self._next = None
         if kept is not None and node is not None and kept.observation[node] == observation:
