@@ -349,10 +349,9 @@ def test_heuristic_value_scores_and_novelty():
     assert value(scored) == pytest.approx(2.0 * 0.5 + 1.0)
     visit_value(value, scored)
     assert value(scored) == pytest.approx(1.0 + 1.0 / np.sqrt(2))  # visited once
-    # The state is its key where it has one: the same text under another key is new.
-    assert value(scored._replace(key="k")) == pytest.approx(2.0)
-    visit_value(value, scored._replace(key="k", observation="other text"))
+    # A state counts as its text: under another key it is the same, and other text is new.
     assert value(scored._replace(key="k")) == pytest.approx(1.0 + 1.0 / np.sqrt(2))
+    assert value(scored._replace(observation="other text")) == pytest.approx(2.0)
     unbounded = Transition(None, "yard", 0.0, False, {"score": 3, "max_score": 0})
     assert value(unbounded) == pytest.approx(2.0 * 3 + 1.0)
     value.reset()

@@ -253,9 +253,8 @@ def test_search_policies_report_real_visits_and_start_every_episode_afresh():
     observation, info = env.reset(seed=0)
     policy.reset(np.random.default_rng(0))
     policy.act(observation, info, WorldState())
-    root = policy.last.tree.slot_key[policy.last.tree.slot[policy.last.tree.root]]
-    assert cheap.visits == costly.visits == {root: 1}
-    here = _transition(observation, info)._replace(key=root)
+    assert cheap.visits == costly.visits == {observation: 1}
+    here = _transition(observation, info)
     assert hybrid(here) < hybrid(_transition("never seen", info))
     policy.reset(np.random.default_rng(1))
     assert not cheap.visits and not costly.visits

@@ -44,7 +44,7 @@ from wmkit.search.search import search, ucb1
 from wmkit.search.simulators import EnvSnapshotSimulator, admissible_proposal
 from wmkit.search.tree import Tree
 from wmkit.search.types import Budget, ProposeFn, SearchOutput, SelectFn, Transition, ValueFn
-from wmkit.search.values import HeuristicValue, reset_value, state_id, visit_value
+from wmkit.search.values import HeuristicValue, reset_value, visit_value
 from wmkit.world.types import Delta, Fact, WorldState
 
 __all__ = ["BUILTIN_RULES", "SelfCorrectingPolicy", "TraceRecord", "compare"]
@@ -148,8 +148,12 @@ class _LoopPenalised:
 
     def step(self, token: Any, action: str) -> Transition:
         t = self.sim.step(token, action)
-        seen = self.visits.get(state_id(t), 0) if self.penalty else 0
+        seen = self.visits.get(_loop_key(t), 0) if self.penalty else 0
         return t._replace(reward=t.reward - self.penalty * seen) if seen else t
+
+
+def _loop_key(t: Transition) -> Hashable:
+    return t.key if t.key is not None else t.observation
 
 
 class _Pending:
@@ -280,7 +284,7 @@ class SelfCorrectingPolicy:
             root = sim.root(observation, info, tracked, step=self._step)
         else:
             root = sim.root(observation, info)
-        self._visits[state_id(root)] += 1
+        self._visits[_loop_key(root)] += 1
         visit_value(self.value_fn, root)
         target, record = self._verify(tracked)
         grown: Transition | Tree = root
@@ -319,7 +323,7 @@ class SelfCorrectingPolicy:
                 record = record.model_copy(update={"next_action": action})
             self.trace.append(record)
         node = kids[action]
-        loop = self.loop_penalty * self._visits.get(state_id(_transition_of(tree, node)), 0)
+        loop = self.loop_penalty * self._visits.get(_loop_key(_transition_of(tree, node)), 0)
         self._pending = _Pending(self._step, action, tracked, tree, node, tree.delta[node], loop)
         self._remember(tracked, tree)
         self._step += 1

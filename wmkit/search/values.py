@@ -20,7 +20,7 @@ import logging
 import math
 import os
 from collections import Counter, deque
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,6 @@ __all__ = [
     "ValueNetValue",
     "ValueReply",
     "reset_value",
-    "state_id",
     "visit_value",
 ]
 
@@ -58,7 +57,10 @@ class HeuristicValue:
     each state they act from (:func:`visit_value`). A search's own look-ahead does not
     count: a state it has looked at a hundred times but never entered stays bright, and
     the states an episode keeps coming back to grow dull, so a stuck agent is drawn out
-    of the loop. A state is identified by :func:`state_id` (no ground truth).
+    of the loop. A state counts as what the agent sees of it, its observation text: no
+    ground truth, no step counter, and a door opened and closed again is no news (by
+    the env's state key, every combination of open and closed containers was a new
+    state, and MCTS spent TextWorld treasure hunts toggling them).
 
     ``score`` is the state's ``info["score"]`` over ``info["max_score"]`` when that is
     positive (so in [0, 1] for games that bound it), else the raw score. Its weight is
@@ -81,8 +83,8 @@ class HeuristicValue:
                 raise ValueError(f"{name} must be finite, got {weight}")
         self.score_weight = float(score_weight)
         self.novelty_weight = float(novelty_weight)
-        self.visits: Counter[Hashable] = Counter()
-        """Real visits per state (:func:`state_id`) this episode."""
+        self.visits: Counter[str] = Counter()
+        """Real visits per observation text this episode."""
 
     def reset(self) -> None:
         """Forget the visits (a new episode)."""
@@ -90,7 +92,7 @@ class HeuristicValue:
 
     def visit(self, transition: Transition) -> None:
         """Count a real visit to the state ``transition`` reached."""
-        self.visits[state_id(transition)] += 1
+        self.visits[transition.observation] += 1
 
     def __call__(self, transition: Transition) -> float:
         """Return the heuristic value of the state ``transition`` reached."""
@@ -99,17 +101,8 @@ class HeuristicValue:
         max_score = float(info.get("max_score", 0) or 0)
         if max_score > 0:
             score /= max_score
-        novelty = 1.0 / math.sqrt(1 + self.visits[state_id(transition)])
+        novelty = 1.0 / math.sqrt(1 + self.visits[transition.observation])
         return self.novelty_weight * novelty + self.score_weight * score
-
-
-def state_id(transition: Transition) -> Hashable:
-    """The identity of the state ``transition`` reached, for counting visits to it.
-
-    Its transposition key (the env's own state identity, which leaves out a step
-    counter) where it has one, else its observation text.
-    """
-    return transition.key if transition.key is not None else transition.observation
 
 
 def reset_value(value_fn: ValueFn) -> None:
