@@ -58,7 +58,7 @@ from gymnasium.experimental.functional import FuncEnv
 
 from wmkit.envs.diagnostic import CoreDefaults, DiagnosticEnv, StepRng, check_int, check_rate
 from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook, title_words
-from wmkit.world.types import Claim, Delta, Fact, Probe, delta_info
+from wmkit.world.types import Claim, Delta, Fact, Probe
 
 __all__ = [
     "TEXT",
@@ -711,31 +711,59 @@ class Parcel(_ParcelFields):
 
     States keep parcels as plain tuples of these fields (``_Record``), changed only by
     the ``_scanned``... functions below; ``ParcelState.parcel`` and ``parcels`` give
-    them as ``Parcel``, one cached view per record (see ``_view``).
+    them as ``Parcel`` (see ``_view``).
     """
 
-    # A subclass of the NamedTuple (which has no __dict__) so that the derived values can
-    # be cached per view: only ground truth needs them, so an episode without ground
-    # truth never pays for them, and one with it computes each version's once.
+    __slots__ = ()
 
-    @_cached
+    @property
     def facts(self) -> tuple[Fact, ...]:
-        """The parcel's facts, sorted by relation (so ``wm.state`` needs no sort)."""
-        s = self.id
-        facts = [(s, "address", self.address), (s, "location", self.location)]
-        facts.append((s, "receiver", self.receiver))
-        if self.requested:
-            facts.append((s, "requested_address", self.requested))
-        facts += [(s, "sender", self.sender), (s, "status", self.status)]
-        return tuple([_new(Fact, fact) for fact in facts])
+        """The parcel's facts, sorted by relation (see ``_record_facts``)."""
+        return _record_facts(self)
 
-    @_cached
+    @property
     def digest(self) -> int:
         """A stable 64-bit digest of every field (the state hash sums them)."""
-        # marshal's version 0 format writes equal values as equal bytes (it has no
-        # references or interned strings), and writes them faster than repr().
-        raw = marshal.dumps(tuple(self), 0)
-        return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big")
+        return _record_digest(self)
+
+
+def _view(record: _Record) -> Parcel:
+    """``record`` as a ``Parcel`` (named fields), for everything off the step path."""
+    return _new(Parcel, record)
+
+
+def _record_facts(p: _Record) -> tuple[Fact, ...]:
+    """The facts of parcel record ``p``, sorted by relation (so ``wm.state`` needs no sort)."""
+    s = p[_ID]
+    if p[_REQUESTED]:
+        return (
+            _new(Fact, (s, "address", p[_ADDRESS])),
+            _new(Fact, (s, "location", p[_LOCATION])),
+            _new(Fact, (s, "receiver", p[_RECEIVER])),
+            _new(Fact, (s, "requested_address", p[_REQUESTED])),
+            _new(Fact, (s, "sender", p[_SENDER])),
+            _new(Fact, (s, "status", p[_STATUS])),
+        )
+    return (
+        _new(Fact, (s, "address", p[_ADDRESS])),
+        _new(Fact, (s, "location", p[_LOCATION])),
+        _new(Fact, (s, "receiver", p[_RECEIVER])),
+        _new(Fact, (s, "sender", p[_SENDER])),
+        _new(Fact, (s, "status", p[_STATUS])),
+    )
+
+
+def _record_digest(p: _Record) -> int:
+    """A stable 64-bit digest of every field of parcel record ``p``."""
+    # marshal's version 0 format writes equal values as equal bytes (it has no
+    # references or interned strings), and writes them faster than repr().
+    h = _BLAKE2B_8.copy()
+    h.update(marshal.dumps(tuple(p), 0))
+    return int.from_bytes(h.digest(), "big")
+
+
+# Copied for each hash: cheaper than a new blake2b (the constructor parses its keywords).
+_BLAKE2B_8 = hashlib.blake2b(digest_size=8)
 
 
 # How a step changes a parcel record; each returns a new record. They splice tuples by
@@ -788,16 +816,16 @@ def _requested_to(p: _Record, address: str, anchor: int) -> _Record:
     return p[:8] + (address, "open", anchor, True) + p[12:]  # noqa: RUF005
 
 
-class _Views(dict):
-    """Each record's ``Parcel`` view, by the record's identity.
+class _Digests(dict):
+    """Each record's digest, by the record's identity.
 
-    One view per record object, so that its facts and digest are computed once: a step
-    passes its parcels' records on as they are, and the next finds their views again
-    without hashing 18 fields. Each entry holds its record, so an identity cannot be
-    reused while it is cached (nothing here can go stale). Emptied when it reaches
-    ``limit`` entries: small, as a step needs only the views of the parcels it changes
-    and those of the step before, and views kept alive long end up in the cyclic
-    garbage collector's oldest generation, where they trigger full collections.
+    A step's state hash adds the digests of the records it made and takes off those of
+    the records they replaced, which the step before made and hashed: kept here, they
+    are hashed once. Each entry holds its record, so an identity cannot be reused while
+    it is cached (nothing here can go stale). Emptied when it reaches ``limit`` entries:
+    small, as a step needs only the digests of its own records and of the step before's,
+    and entries kept alive long end up in the cyclic garbage collector's oldest
+    generation, where they trigger full collections.
     """
 
     __slots__ = ("limit",)
@@ -806,23 +834,21 @@ class _Views(dict):
         super().__init__()
         self.limit = limit
 
-    def __call__(self, record: _Record) -> Parcel:
+    def __call__(self, record: _Record) -> int:
         entry = self.get(id(record))
         if entry is None:
             if len(self) >= self.limit:
                 self.clear()
-            entry = self[id(record)] = (record, _new(Parcel, record))
+            entry = self[id(record)] = (record, _record_digest(record))
         return entry[1]
 
 
-_view = _Views(512)
+_digest = _Digests(512)
 
 
-_Change = tuple[Parcel | None, Parcel]
-"""A parcel before and after one phase of a step; ``None`` before a booking."""
-
-_Touched = tuple[int, _Record | None]
-"""A parcel changed in one phase of a step: its index, and its record before the phase."""
+_Change = tuple[_Record | None, _Record | None, _Record]
+"""A parcel the step changed: its record before the step, after the agent's command
+(both ``None`` for a parcel booked in the step), and after the world events."""
 
 
 _Commands = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
@@ -877,7 +903,7 @@ class ParcelState(_ParcelStateFields):
         before: ``(active, live)`` of the state this one came from (empty at reset).
         acted: the parcel the agent's command changed, as ``(index, record before,
             record after)``; empty if it changed none. With ``before``, what the world
-            events changed is derived when asked (``event_touched``), so that a step
+            events changed is derived when asked (``_changes``), so that a step
             without ground truth does no bookkeeping for it.
         admissible: the admissible commands, sorted.
         commands: the parts of them that only the active parcels decide (see
@@ -886,10 +912,8 @@ class ParcelState(_ParcelStateFields):
         score: cumulative reward.
         max_score: requests issued so far (each can be served once for +1).
 
-    Derived on first use (only ground truth needs them): ``parcels``, ``probes``,
-    ``mentioned``, ``action_touched``, ``event_touched``, ``action_changes``,
-    ``event_changes``, ``net_changes``, ``action_delta``, ``event_delta``, ``facts`` and
-    ``digest``.
+    Derived when asked (only ground truth needs them): ``parcels``, ``probes``,
+    ``mentioned``, ``action_delta``, ``event_delta``, ``facts`` and ``digest``.
     """
 
     # A NamedTuple, being cheaper to build than a frozen dataclass (one per step),
@@ -907,9 +931,8 @@ class ParcelState(_ParcelStateFields):
     @_cached
     def parcels(self) -> immutables.Map[int, Parcel]:
         """Every parcel ever booked, by index."""
-        view = _view
         every = chain(self.retired.items(), zip(self.active, self.live, strict=True))
-        return immutables.Map({i: view(record) for i, record in every})
+        return immutables.Map({i: _view(record) for i, record in every})
 
     @_cached
     def probes(self) -> tuple[Probe, ...]:
@@ -921,95 +944,34 @@ class ParcelState(_ParcelStateFields):
         """Sorted entity ids named in this step's observation."""
         return tuple(sorted(set(self.said)))
 
-    @_cached
-    def action_touched(self) -> tuple[_Touched, ...]:
-        """``(index, record before)`` of each parcel the agent's command changed."""
-        return tuple([(i, old) for i, old, _ in self.acted])
-
-    @_cached
-    def event_touched(self) -> tuple[_Touched, ...]:
-        """``(index, record before them)`` of each parcel the world events changed.
-
-        ``None`` before a booking. A step passes unchanged records on as they are, so a
-        record that is not the one before is a change.
-        """
-        base = dict(zip(*self.before, strict=True))
-        for i, _, after in self.acted:  # the command came first
-            if i in base:
-                base[i] = after
-        touched = []
-        for i, record in zip(self.active, self.live, strict=True):
-            if (old := base.pop(i, None)) is not record:
-                touched.append((i, old))
-        touched += base.items()  # the rest left ``live``: delivered now
-        return tuple(touched)
-
-    @_cached
-    def action_changes(self) -> tuple[_Change, ...]:
-        """``(before, after)`` of each parcel the agent's command changed this step."""
-        view = _view
-        changes = tuple([(view(old), view(after)) for _, old, after in self.acted])
-        _derive_facts(changes)
-        return changes
-
-    @_cached
-    def event_changes(self) -> tuple[_Change, ...]:
-        """``(before, after)`` of each parcel the world events changed this step."""
-        view, record = _view, self.record
-        changes = tuple([(old and view(old), view(record(i))) for i, old in self.event_touched])
-        _derive_facts(changes)
-        return changes
-
-    @_cached
-    def net_changes(self) -> tuple[_Change, ...]:
-        """``(before the step, after it)`` of each parcel the step changed."""
-        net: dict[str, _Change] = {}  # a parcel changed by the command and by an event
-        for old, new in self.action_changes + self.event_changes:
-            net[new.id] = (net[new.id][0] if new.id in net else old, new)
-        return tuple(net.values())
-
-    @_cached
+    @property
     def action_delta(self) -> Delta:
         """Fact change caused by the agent's command this step."""
-        return _delta(self.action_changes)
+        added, removed, _, _ = _deltas(_changes(self))
+        return _new(Delta, (tuple(added), tuple(removed)))
 
-    @_cached
+    @property
     def event_delta(self) -> Delta:
         """Fact change caused by scheduled world events this step."""
-        return _delta(self.event_changes)
+        _, _, added, removed = _deltas(_changes(self))
+        return _new(Delta, (tuple(added), tuple(removed)))
 
     @property
     def facts(self) -> tuple[Fact, ...]:
         """Every fact of the world, sorted (``wm.state``)."""
-        return tuple(self._fact_list)
+        return tuple(self._world[0])
 
-    @_cached
-    def _fact_list(self) -> list[Fact]:
-        # A list, never changed once made, so that a splice and ``wm.state`` copy it once
-        # each. Once the previous state's is known, spliced from it (see _carry_truth):
-        # only the parcels this step changed are redone.
-        before = self.__dict__.pop("_facts_before", None)
-        if before is not None:
-            return _splice(before, self.net_changes)
-        records = sorted(chain(self.retired.values(), self.live))  # sorted by id
-        view = _view
-        return list(chain.from_iterable([view(record).facts for record in records]))
-
-    @_cached
+    @property
     def digest(self) -> int:
-        """Sum of parcel digests mod 2**64 (the world part of ``state_hash``).
+        """Sum of parcel digests mod 2**64 (the world part of ``state_hash``)."""
+        return self._world[1]
 
-        Once the previous state's is known, updated by the parcels this step changed
-        (see _carry_truth).
-        """
-        before = self.__dict__.pop("_digest_before", None)
-        if before is not None:
-            for old, new in self.net_changes:
-                before += new.digest - (old.digest if old is not None else 0)
-            return before % 2**64
-        view = _view
-        every = chain(self.retired.values(), self.live)
-        return sum(view(record).digest for record in every) % 2**64
+    @_cached
+    def _world(self) -> tuple[list[Fact], int]:
+        # The sorted facts (a list, never changed once made, so that the next state's
+        # splice and ``wm.state`` copy it once each) and the digest. Once the previous
+        # state's are known (see _carry_truth), updated by the parcels this step changed.
+        return _make_world(self, _changes(self))
 
 
 def state_hash(state: ParcelState) -> str:
@@ -1020,89 +982,135 @@ def state_hash(state: ParcelState) -> str:
     transposition key for search. The observation, probes and score are left out. Cheap:
     once a state's digest is known, later steps update it by the parcels they change.
     """
-    head = hashlib.blake2b(b"%d/%d" % (state.seed, state.step), digest_size=8).digest()
-    return f"{(int.from_bytes(head, 'big') + state.digest) % 2**64:016x}"
+    return _hash(state, state._world[1])
 
 
-def _refacts(old: Parcel, new: Parcel) -> tuple[Fact, ...]:
-    """``new``'s facts, reusing ``old``'s for the values that did not change (most)."""
-    before, s = old.facts, new.id
-    if (
-        new.address == old.address
-        and new.location == old.location
-        and new.requested == old.requested
-        and new.status == old.status
-    ):
-        return before  # the usual case, kept identical so that comparing them is quick
-    k = 1 if old.requested else 0  # then old's sender and status sit one further on
-    facts = [
-        before[0] if new.address == old.address else _new(Fact, (s, "address", new.address)),
-        before[1] if new.location == old.location else _new(Fact, (s, "location", new.location)),
-        before[2],  # the receiver never changes
-    ]
-    if new.requested:
-        same = k and new.requested == old.requested
-        facts.append(before[3] if same else _new(Fact, (s, "requested_address", new.requested)))
-    facts.append(before[3 + k])  # nor does the sender
-    facts.append(
-        before[4 + k] if new.status == old.status else _new(Fact, (s, "status", new.status))
-    )
-    return tuple(facts)
+def _hash(state: ParcelState, digest: int) -> str:
+    h = _BLAKE2B_8.copy()
+    h.update(b"%d/%d" % (state.seed, state.step))
+    return f"{(int.from_bytes(h.digest(), 'big') + digest) % 2**64:016x}"
 
 
-def _derive_facts(changes: tuple[_Change, ...]) -> None:
-    """Give each changed parcel its facts, derived from its previous version's.
+# --- ground truth ------------------------------------------------------------------------
+#
+# Derived when asked, from what a state keeps anyway: ``before`` (the previous step's
+# parcels), ``acted`` (the command's change) and the parcels now. One walk finds the
+# parcels the step changed (``_changes``); the deltas compare their fact fields, and the
+# facts and digest of the world are the previous state's, updated by those parcels.
 
-    Run on the changes of the command, then of the events, so that a parcel changed by
-    both derives from its version in between.
+_FACT_FIELDS = (
+    (_ADDRESS, "address"),
+    (_LOCATION, "location"),
+    (_REQUESTED, "requested_address"),
+    (_STATUS, "status"),
+)
+"""The record fields that facts state and a step can change (sender and receiver never
+change), with their relations."""
+
+
+def _changes(state: ParcelState) -> list[_Change]:
+    """The parcels ``state``'s step changed: ``(before it, after the command, after it)``.
+
+    A step passes unchanged records on as they are, so a record that is not the one
+    before is a change. ``None`` before a booking.
     """
-    for old, new in changes:
-        if old is not None and "facts" not in (known := new.__dict__):
-            known["facts"] = _refacts(old, new)
+    before_active, before_live = state.before
+    active, live = state.active, state.live
+    changes: list[_Change] = []
+    if state.acted:
+        ((acted, old, mid),) = state.acted  # at most one parcel
+        if acted not in before_active:  # a delivered parcel: no event changes it
+            changes.append((old, mid, mid))
+    else:
+        acted = mid = -1
+    if active is before_active:
+        # No delivery or booking (most steps): the parcels line up position by position.
+        if live is not before_live:
+            for i, old, new in zip(active, before_live, live, strict=True):
+                if i == acted:
+                    changes.append((old, mid, new))
+                elif old is not new:
+                    changes.append((old, old, new))
+        return changes
+    base = dict(zip(before_active, before_live, strict=True))
+    for i, new in zip(active, live, strict=True):
+        old = base.pop(i, None)
+        if i == acted:
+            changes.append((old, mid, new))
+        elif old is not new:
+            changes.append((old, old, new))
+    retired = state.retired
+    for i, old in base.items():  # the rest left ``live``: delivered now
+        changes.append((old, mid if i == acted else old, retired[i]))
+    return changes
 
 
-def _splice(facts: list[Fact], changes: tuple[_Change, ...]) -> list[Fact]:
-    """Return the sorted ``facts`` with each changed parcel's run of facts replaced.
-
-    ``changes``: at most one per parcel (``ParcelState.net_changes``).
-    """
-    # Where each parcel's run starts: facts sort by subject first, and (pid,) sorts just
-    # before every fact about pid. A new parcel's run is empty in ``facts``. Replacing
-    # from the last run back keeps the earlier positions valid.
-    runs = sorted(
-        [(bisect.bisect_left(facts, (new.id,)), new.id, old, new) for old, new in changes],
-        reverse=True,
-    )
-    spliced = list(facts)
-    for start, _, old, new in runs:
-        if old is None:
-            spliced[start:start] = new.facts
-        elif old.facts is not new.facts:
-            spliced[start : start + len(old.facts)] = new.facts
-    return spliced
-
-
-def _delta(changes: tuple[_Change, ...]) -> Delta:
-    added: list[Fact] = []
-    removed: list[Fact] = []
-    for old, new in changes:
-        if old is None:
-            added += new.facts
-        elif old.facts is new.facts:
-            continue
-        elif len(old.facts) == len(new.facts):  # the same relations, in the same order
-            for before, after in zip(old.facts, new.facts, strict=True):
-                if before is not after and before != after:  # mostly the very same Fact
-                    removed.append(before)
-                    added.append(after)
-        else:
-            old_facts, new_facts = set(old.facts), set(new.facts)
-            added += [fact for fact in new.facts if fact not in old_facts]
-            removed += [fact for fact in old.facts if fact not in new_facts]
+def _deltas(changes: list[_Change]) -> tuple[list[Fact], list[Fact], list[Fact], list[Fact]]:
+    """The sorted facts added and removed by the command, then those by the events."""
+    action_added: list[Fact] = []
+    action_removed: list[Fact] = []
+    event_added: list[Fact] = []
+    event_removed: list[Fact] = []
+    for old, mid, new in changes:
+        if old is not mid:
+            _diff(old, mid, action_added, action_removed)
+        if mid is not new:
+            _diff(mid, new, event_added, event_removed)
     # Each parcel changes at most once in a phase, so there are no duplicates.
-    added.sort()
-    removed.sort()
-    return _new(Delta, (tuple(added), tuple(removed)))
+    action_added.sort()
+    action_removed.sort()
+    event_added.sort()
+    event_removed.sort()
+    return action_added, action_removed, event_added, event_removed
+
+
+def _diff(old: _Record | None, new: _Record, added: list[Fact], removed: list[Fact]) -> None:
+    """Add the facts ``old`` to ``new`` adds to ``added``, those it removes to ``removed``."""
+    if old is None:
+        added += _record_facts(new)
+        return
+    s = new[_ID]
+    for k, relation in _FACT_FIELDS:
+        if (after := new[k]) != (before := old[k]):
+            added.append(_new(Fact, (s, relation, after)))
+            if before:  # (no requested address is "": no fact to remove)
+                removed.append(_new(Fact, (s, relation, before)))
+
+
+def _make_world(state: ParcelState, changes: list[_Change]) -> tuple[list[Fact], int]:
+    """``state``'s sorted facts and digest: the previous state's updated by ``changes``.
+
+    From scratch when the previous state's are not known (ground truth was off, or
+    ``state`` was made by ``initial``).
+    """
+    before = state.__dict__.pop("_world_before", None)
+    if before is None:
+        records = sorted(chain(state.retired.values(), state.live))  # sorted by id
+        facts = list(chain.from_iterable([_record_facts(record) for record in records]))
+        return facts, sum(map(_digest, records)) % 2**64
+    facts, digest = before
+    runs = []
+    for old, _, new in changes:
+        if old is None:
+            digest += _digest(new)
+            runs.append((bisect.bisect_left(facts, (new[_ID],)), new[_ID], 0, new))
+            continue
+        digest += _digest(new) - _digest(old)
+        for k, _ in _FACT_FIELDS:
+            if new[k] != old[k]:
+                # Its run of facts: facts sort by subject first, and (pid,) sorts just
+                # before every fact about pid; the requested address adds one.
+                start = bisect.bisect_left(facts, (new[_ID],))
+                runs.append((start, new[_ID], 6 if old[_REQUESTED] else 5, new))
+                break
+    if runs:
+        # Replaced from the last run back, so that the earlier positions stay valid (a
+        # booking's empty run may start where another parcel's does: ids order them).
+        runs.sort(reverse=True)
+        facts = list(facts)
+        for start, _, length, new in runs:
+            facts[start : start + length] = _record_facts(new)
+    return facts, digest % 2**64
 
 
 # --- the step path ---------------------------------------------------------------------
@@ -1310,16 +1318,13 @@ def _rejected(
 
 
 def _carry_truth(old: ParcelState, new: ParcelState) -> None:
-    """Let ``new`` derive its digest and facts from ``old``'s, where those are known.
+    """Let ``new`` derive its facts and digest from ``old``'s, where those are known.
 
     Once they are known (ground truth on), they stay incremental: only the parcels a
     step changed are hashed and their facts redone.
     """
-    known = old.__dict__
-    if (digest := known.get("digest")) is not None:
-        new.__dict__["_digest_before"] = digest
-    if (facts := known.get("_fact_list")) is not None:
-        new.__dict__["_facts_before"] = facts
+    if (world := old.__dict__.get("_world")) is not None:
+        new.__dict__["_world_before"] = world
 
 
 def _first_free_id(taken: immutables.Map[str, int]) -> str:
@@ -1739,16 +1744,27 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
 
     def truth_info(self, state: ParcelState) -> dict[str, Any]:
         """Return the ground-truth ``wm.*`` info of ``state`` (fresh containers)."""
-        # From now on transitions carry the digest and facts over (see _carry_truth):
+        # From now on transitions carry the facts and digest over (see _carry_truth):
         # without ground truth they are never computed at all.
         self._truth = True
-        # The facts and the digest are cached on the state (the next state's are spliced
+        # The facts and the digest are cached on the state (the next state's are updated
         # from them); the rest is made here directly, as this asks for each only once.
+        # The step's changes are found once, for both.
+        changes = _changes(state)
+        known = state.__dict__
+        if (world := known.get("_world")) is None:
+            world = known["_world"] = _make_world(state, changes)
+        facts, digest = world
+        action_added, action_removed, event_added, event_removed = _deltas(changes)
         return {
-            "wm.state": list(state._fact_list),
-            "wm.delta": delta_info(_delta(state.action_changes), _delta(state.event_changes)),
+            "wm.state": list(facts),
+            # delta_info's shape, from the lists just made (it would copy them again).
+            "wm.delta": {
+                "action": {"added": action_added, "removed": action_removed},
+                "event": {"added": event_added, "removed": event_removed},
+            },
             "wm.probes": list(_probes(state)) if state.advanced else [],
-            "wm.state_hash": state_hash(state),
+            "wm.state_hash": _hash(state, digest),
             "wm.mentioned": sorted(set(state.said)),
         }
 
@@ -1767,16 +1783,19 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
 _PROBE_STREAM = 0x9B0BE5  # probes draw from (seed ^ this, step): apart from the transition's
 
 
-def _corrected(state: ParcelState, rng: StepRng) -> Parcel | None:
+def _corrected(state: ParcelState, rng: StepRng) -> _Record | None:
     """A uniformly chosen parcel whose address or request changed, or None if none did."""
     # By rejection (most parcels of a long episode were corrected), then by a scan.
     booked, record = len(state.index), state.record
     for _ in range(16):
         if (p := record(rng.below(booked)))[_CORRECTED]:
-            return _view(p)
-    parcels = state.parcels
-    corrected = [p for i in range(booked) if (p := parcels[i]).corrected]
+            return p
+    corrected = [p for i in range(booked) if (p := record(i))[_CORRECTED]]
     return rng.choice(corrected) if corrected else None
+
+
+_PROBE_KINDS = ("drift", "breakage", "confusion")
+_BREAKAGE = (("sender", _SENDER), ("receiver", _RECEIVER))  # relation, record field
 
 
 def _probes(state: ParcelState) -> tuple[Probe, ...]:
@@ -1787,27 +1806,30 @@ def _probes(state: ParcelState) -> tuple[Probe, ...]:
     rng = StepRng(state.seed ^ _PROBE_STREAM, state.step)
     if rng.random() >= state.params.probe_rate:
         return ()
-    booked, parcel = len(state.index), state.parcel
+    booked, record = len(state.index), state.record
     probes: dict[tuple[str, str], Probe] = {}
+    # Records read by field position and probes built as plain tuples: this runs at
+    # every third step with ground truth on (see _ParcelFields on why).
     for _ in range(1 + (rng.random() < 0.5) + (rng.random() < 0.25)):
-        kind = rng.choice(("drift", "breakage", "confusion"))
+        kind = rng.choice(_PROBE_KINDS)
         if kind == "confusion" and (p := _corrected(state, rng)) is not None:
-            if p.requested and rng.random() < 0.5:
-                probe = Probe(p.id, "requested_address", p.requested, p.requested_at, kind)
+            if p[_REQUESTED] and rng.random() < 0.5:
+                probe = (p[_ID], "requested_address", p[_REQUESTED], p[_REQUESTED_AT], kind)
             else:
-                probe = Probe(p.id, "address", p.address, p.address_at, kind)
+                probe = (p[_ID], "address", p[_ADDRESS], p[_ADDRESS_AT], kind)
         else:
             # Half the picks among every parcel ever booked (mostly old, long chains),
             # half among the active ones (recent, short chains).
-            p = parcel(rng.below(booked)) if rng.random() < 0.5 else _view(rng.choice(state.live))
+            p = record(rng.below(booked)) if rng.random() < 0.5 else rng.choice(state.live)
             if kind == "breakage":
-                relation = rng.choice(("sender", "receiver"))
-                probe = Probe(p.id, relation, getattr(p, relation), p.booked_at, kind)
+                relation, field = rng.choice(_BREAKAGE)
+                probe = (p[_ID], relation, p[field], p[_BOOKED_AT], kind)
             elif rng.random() < 0.5:
-                probe = Probe(p.id, "location", p.location, p.location_at, "drift")
+                probe = (p[_ID], "location", p[_LOCATION], p[_LOCATION_AT], "drift")
             else:
-                probe = Probe(p.id, "status", p.status, p.status_at, "drift")
-        probes.setdefault((probe.subject, probe.relation), probe)
+                probe = (p[_ID], "status", p[_STATUS], p[_STATUS_AT], "drift")
+        if probe[:2] not in probes:
+            probes[probe[:2]] = _new(Probe, probe)
     return tuple(probes.values())
 
 

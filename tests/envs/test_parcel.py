@@ -45,6 +45,7 @@ from wmkit.envs.parcel import (
     ParcelEnv,
     ParcelFuncEnv,
     ParcelParams,
+    ParcelState,
     read,
 )
 from wmkit.envs.text import ClaimSpec, Message, MessageKind, SlotType, TextBook
@@ -502,6 +503,34 @@ def test_state_hash_is_the_same_incremental_or_from_scratch():
     assert scratch.step("wait")[-1]["wm.state_hash"] == truth.step("wait")[-1]["wm.state_hash"]
 
 
+def test_truth_carried_step_by_step_equals_truth_from_the_state_alone():
+    # With ground truth on, each state's facts and digest are the previous state's updated
+    # by the parcels its step changed: bookings, deliveries, commands on delivered
+    # parcels, rejected commands, several changes at once. At every step they must equal
+    # those computed from the state alone (a copy of it carries nothing over).
+    env = make(ground_truth=True, load=8, horizon=600)
+    rng = random.Random(21)
+    _, info = env.reset(seed=21)
+    on_delivered = 0
+    for _ in range(600):
+        delivered = [p.id for p in env.snapshot().parcels.values() if p.status == "delivered"]
+        if delivered and rng.random() < 0.15:
+            pid = rng.choice(delivered).removeprefix("parcel:")
+            action = rng.choice([f"track {pid}", f"escalate {pid}", f"reroute {pid} to 1 elm st"])
+            on_delivered += 1
+        else:
+            action = pick_action(rng, info)
+        info = env.step(action)[-1]
+        fresh = ParcelState._make(env.snapshot())
+        assert "_world" not in fresh.__dict__
+        scratch = env.core.truth_info(fresh)
+        assert scratch["wm.state"] == info["wm.state"], info["moves"]
+        assert scratch["wm.state_hash"] == info["wm.state_hash"], info["moves"]
+        assert scratch == {k: v for k, v in info.items() if k.startswith("wm.")}
+    assert on_delivered > 50
+    assert len(env.snapshot().index) > 150  # many bookings and deliveries
+
+
 def test_admissible_actions_match_their_definition():
     # The list is carried over between steps and rebuilt only when it may change; check
     # it against the documented definition at every step of a request-heavy episode.
@@ -574,9 +603,9 @@ def test_parses_ahead_survive_emptying_the_kept_parses(monkeypatch):
     assert parcel._parse("Track PX-1000") == ("track", "parcel:px-1000")
 
 
-def test_ground_truth_does_not_depend_on_the_view_cache(monkeypatch):
-    # Ground truth reads parcels through cached views; with the cache emptied at every
-    # other view, the facts, deltas and hashes must come out the same.
+def test_ground_truth_does_not_depend_on_the_digest_cache(monkeypatch):
+    # Ground truth reads parcel digests through a cache by record; with the cache emptied
+    # at every other digest, the facts, deltas and hashes must come out the same.
     def truth_infos() -> list:
         env = make(ground_truth=True, load=5)
         rng = random.Random(18)
@@ -588,7 +617,7 @@ def test_ground_truth_does_not_depend_on_the_view_cache(monkeypatch):
         return [canonical_json({k: v for k, v in i.items() if k.startswith("wm.")}) for i in infos]
 
     kept = truth_infos()
-    monkeypatch.setattr(parcel._view, "limit", 2)
+    monkeypatch.setattr(parcel._digest, "limit", 2)
     assert truth_infos() == kept
 
 
