@@ -58,7 +58,7 @@ from gymnasium.experimental.functional import FuncEnv
 
 from wmkit.envs.diagnostic import CoreDefaults, DiagnosticEnv, StepRng, check_int, check_rate
 from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook, title_words
-from wmkit.world.types import Claim, Delta, Fact, Probe
+from wmkit.world.types import Claim, Delta, Fact, Probe, delta_info
 
 __all__ = [
     "TEXT",
@@ -947,14 +947,12 @@ class ParcelState(_ParcelStateFields):
     @property
     def action_delta(self) -> Delta:
         """Fact change caused by the agent's command this step."""
-        added, removed, _, _ = _deltas(_changes(self))
-        return _new(Delta, (tuple(added), tuple(removed)))
+        return _deltas(_changes(self))[0]
 
     @property
     def event_delta(self) -> Delta:
         """Fact change caused by scheduled world events this step."""
-        _, _, added, removed = _deltas(_changes(self))
-        return _new(Delta, (tuple(added), tuple(removed)))
+        return _deltas(_changes(self))[1]
 
     @property
     def facts(self) -> tuple[Fact, ...]:
@@ -1045,8 +1043,8 @@ def _changes(state: ParcelState) -> list[_Change]:
     return changes
 
 
-def _deltas(changes: list[_Change]) -> tuple[list[Fact], list[Fact], list[Fact], list[Fact]]:
-    """The sorted facts added and removed by the command, then those by the events."""
+def _deltas(changes: list[_Change]) -> tuple[Delta, Delta]:
+    """The fact changes of the command, then those of the events (sorted)."""
     action_added: list[Fact] = []
     action_removed: list[Fact] = []
     event_added: list[Fact] = []
@@ -1061,7 +1059,10 @@ def _deltas(changes: list[_Change]) -> tuple[list[Fact], list[Fact], list[Fact],
     action_removed.sort()
     event_added.sort()
     event_removed.sort()
-    return action_added, action_removed, event_added, event_removed
+    return (
+        _new(Delta, (tuple(action_added), tuple(action_removed))),
+        _new(Delta, (tuple(event_added), tuple(event_removed))),
+    )
 
 
 def _diff(old: _Record | None, new: _Record, added: list[Fact], removed: list[Fact]) -> None:
@@ -1755,14 +1756,9 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         if (world := known.get("_world")) is None:
             world = known["_world"] = _make_world(state, changes)
         facts, digest = world
-        action_added, action_removed, event_added, event_removed = _deltas(changes)
         return {
             "wm.state": list(facts),
-            # delta_info's shape, from the lists just made (it would copy them again).
-            "wm.delta": {
-                "action": {"added": action_added, "removed": action_removed},
-                "event": {"added": event_added, "removed": event_removed},
-            },
+            "wm.delta": delta_info(*_deltas(changes)),
             "wm.probes": list(_probes(state)) if state.advanced else [],
             "wm.state_hash": _hash(state, digest),
             "wm.mentioned": sorted(set(state.said)),
