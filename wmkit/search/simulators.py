@@ -19,10 +19,10 @@ token itself when it is hashable (the diagnostic families' immutable states: Par
 Vault; hashed once per state, no text to build), else the env's ``state_hash()`` when it
 has one (Jericho and TextWorld, whose tokens hold emulator arrays), else None (no
 transpositions: SmartHome and Booking, whose states hold dicts and whose shell has no
-``state_hash()``). The predicted delta
-is what a ``reader`` (text only) reads in the predicted observation, or None without
-one. :func:`truth_hash` and :func:`truth_delta` read the ground-truth keys instead:
-explicit opt-ins for configurations marked ``oracle`` only.
+``state_hash()``). The predicted delta is what a ``reader`` (text only) reads in the
+predicted observation, or None without one. :func:`truth_hash` and :func:`truth_delta`
+read the ground-truth keys instead: explicit opt-ins for configurations marked
+``oracle`` only.
 
 The learned ``rules`` simulator is :class:`~wmkit.search.rules_sim.RulesSimulator`,
 behind the same :class:`~wmkit.search.types.Simulator` Protocol.
