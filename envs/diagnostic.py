@@ -26,9 +26,8 @@ from typing import Any, ClassVar
 import gymnasium
 import numpy as np
 
-from wmkit.agents.types import Reader
 from wmkit.envs.text import Voice
-from wmkit.world.types import Delta, Fact
+from wmkit.world.types import Delta, Fact, Reader
 
 Change = tuple[str, str, str | None, str]
 """One net fact change of a step: ``(subject, relation, before or None, after)``."""

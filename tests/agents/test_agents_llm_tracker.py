@@ -20,12 +20,11 @@ from omegaconf import OmegaConf
 import wmkit.envs  # noqa: F401  (registers the wmkit/* ids)
 from wmkit.agents.policies import GreedyPolicy
 from wmkit.agents.trackers import ClaimMemory, LLMTracker
-from wmkit.agents.types import agent_view
 from wmkit.envs.parcel import read
 from wmkit.evals.suite import EvalConfig, fingerprint
 from wmkit.llm import ChatClient, LLMConfigError, LLMStatusError
 from wmkit.llm.prompts import OBSERVATION_HEADER
-from wmkit.world.types import Fact, WorldState
+from wmkit.world.types import Fact, WorldState, agent_view
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 import pytest
 
 from wmkit.agents.trackers import ClaimMemory, OracleTracker, WindowTracker
-from wmkit.agents.types import Agent, agent_view
-from wmkit.world.types import Claim, Fact, WorldState
+from wmkit.agents.types import Agent
+from wmkit.world.types import Claim, Fact, WorldState, agent_view
 
 ANN_TO_BO = (("sender", "person:ann"), ("receiver", "person:bo"))
 

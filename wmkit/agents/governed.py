@@ -45,9 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wmkit.agents.trackers import ClaimMemory
-from wmkit.agents.types import Reader
 from wmkit.memory import Authority, Governor, MissingStateError, StateManager, fact_key
-from wmkit.world.types import Claim, Fact, WorldState
+from wmkit.world.types import Claim, Fact, Reader, WorldState
 
 __all__ = ["DictTracker", "GovernedTracker", "Labels"]
 

@@ -11,7 +11,6 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from wmkit.agents.types import Reader
 from wmkit.knowledge.rules import RuleSet
 from wmkit.llm.errors import LLMError
 from wmkit.llm.prompts import TRACKER_SYSTEM, tracker_user
@@ -30,7 +29,7 @@ from wmkit.world.actions import (
 from wmkit.world.errors import ConditionError, UnknownEntityError, WorldError
 from wmkit.world.registry import EntityContract, EntityRegistry, canonical_id
 from wmkit.world.transition import World, advance, apply, register
-from wmkit.world.types import Claim, Fact, WorldState
+from wmkit.world.types import Claim, Fact, Reader, WorldState
 
 __all__ = [
     "ClaimMemory",

@@ -1,58 +1,20 @@
-"""Contracts of the agents package: trackers, policies, and the agent made of them.
+"""The agent: a tracker and a policy under one name.
 
-A tracker turns text into a :class:`~wmkit.world.types.WorldState`; a policy picks
-the next command. Both see an :func:`agent_view` of ``info`` (``wm.*`` removed) unless
-the agent is an oracle, which the leaderboard marks as an upper bound.
+The contracts it is made of (:class:`~wmkit.world.types.Tracker`,
+:class:`~wmkit.world.types.Policy`, :func:`~wmkit.world.types.agent_view`) live at the
+bottom layer, in :mod:`wmkit.world.types`, because search, knowledge and the envs use
+them too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
+from wmkit.world.types import Policy, Tracker, agent_view
 
-from wmkit.world.types import Claim, WorldState
-
-__all__ = ["GROUND_TRUTH_PREFIX", "Agent", "Policy", "Reader", "Tracker", "agent_view"]
-
-GROUND_TRUTH_PREFIX = "wm."
-
-Reader = Callable[[str], list[Claim]]
-"""Reads one observation into claims, from the text alone."""
-
-
-def agent_view(info: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Return a read-only copy of ``info`` without the ground-truth ``wm.*`` keys."""
-    return MappingProxyType(
-        {k: v for k, v in info.items() if not k.startswith(GROUND_TRUTH_PREFIX)}
-    )
-
-
-class Tracker(Protocol):
-    """Keeps a world state from observations: text -> claims -> facts."""
-
-    def reset(self, observation: str, info: Mapping[str, Any]) -> None:
-        """Start a new episode from its first observation."""
-
-    def update(self, action: str, observation: str, info: Mapping[str, Any]) -> None:
-        """Take in the command just sent and the observation it produced."""
-
-    @property
-    def state(self) -> WorldState:
-        """The tracked state now."""
-
-
-class Policy(Protocol):
-    """Picks the next command from the observation, the visible info and tracked state."""
-
-    def reset(self, rng: np.random.Generator) -> None:
-        """Start a new episode; all randomness comes from ``rng``."""
-
-    def act(self, observation: str, info: Mapping[str, Any], tracked: WorldState) -> str:
-        """Return the next command."""
+__all__ = ["Agent"]
 
 
 @dataclass

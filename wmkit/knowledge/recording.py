@@ -46,7 +46,6 @@ import numpy as np
 import pyarrow as pa
 from datasets import Features, List, Value
 
-from wmkit.agents.types import Tracker
 from wmkit.jsonl import fsync_path
 from wmkit.knowledge.scenes import (
     SCENES_FILE,
@@ -57,7 +56,7 @@ from wmkit.knowledge.scenes import (
     ScenePacket,
     TrueDelta,
 )
-from wmkit.world.types import Delta, Fact, WorldState
+from wmkit.world.types import Delta, Fact, Tracker, WorldState
 
 __all__ = [
     "EPISODE_FEATURES",

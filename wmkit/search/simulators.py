@@ -34,9 +34,8 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from wmkit.agents.types import GROUND_TRUTH_PREFIX, Reader, agent_view
 from wmkit.search.types import Proposal, Transition
-from wmkit.world.types import Delta, Fact
+from wmkit.world.types import GROUND_TRUTH_PREFIX, Delta, Fact, Reader, agent_view
 
 __all__ = [
     "EnvSnapshotSimulator",

@@ -1,22 +1,36 @@
-"""The shared vocabulary of wmkit: facts, world states, deltas and probes.
+"""The shared vocabulary of wmkit: facts, world states, deltas, probes, and the contracts.
 
 Everything that compares state speaks facts (ARCHITECTURE §3): env ground truth, the
 agent's tracked state, rule predictions and the drift metrics. These are in-process
 values, so they are NamedTuples and frozen classes, not pydantic models.
+
+The contracts that several layers use sit here too, at the bottom: a :data:`Reader`
+(text -> claims), a :class:`Tracker` (text -> world state), a :class:`Policy` (-> the
+next command) and :func:`agent_view`, which strips the ground-truth ``wm.*`` keys an
+agent must not see.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Literal, NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
+    "GROUND_TRUTH_PREFIX",
     "Claim",
     "Delta",
     "Fact",
+    "Policy",
     "Probe",
     "ProbeKind",
+    "Reader",
+    "Tracker",
     "WorldState",
+    "agent_view",
     "delta_info",
     "facts_from_mapping",
 ]
@@ -176,3 +190,42 @@ def delta_info(action: Delta, event: Delta) -> dict[str, dict[str, list[Fact]]]:
 def facts_from_mapping(values: Mapping[tuple[str, str], str]) -> WorldState:
     """Build a state from a ``{(subject, relation): object}`` mapping."""
     return WorldState(Fact(s, r, o) for (s, r), o in values.items())
+
+
+# --- contracts every layer shares (agents, search, knowledge, envs) ---------------------
+
+GROUND_TRUTH_PREFIX = "wm."
+
+Reader = Callable[[str], list[Claim]]
+"""Reads one observation into claims, from the text alone."""
+
+
+def agent_view(info: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Return a read-only copy of ``info`` without the ground-truth ``wm.*`` keys."""
+    return MappingProxyType(
+        {k: v for k, v in info.items() if not k.startswith(GROUND_TRUTH_PREFIX)}
+    )
+
+
+class Tracker(Protocol):
+    """Keeps a world state from observations: text -> claims -> facts."""
+
+    def reset(self, observation: str, info: Mapping[str, Any]) -> None:
+        """Start a new episode from its first observation."""
+
+    def update(self, action: str, observation: str, info: Mapping[str, Any]) -> None:
+        """Take in the command just sent and the observation it produced."""
+
+    @property
+    def state(self) -> WorldState:
+        """The tracked state now."""
+
+
+class Policy(Protocol):
+    """Picks the next command from the observation, the visible info and tracked state."""
+
+    def reset(self, rng: np.random.Generator) -> None:
+        """Start a new episode; all randomness comes from ``rng``."""
+
+    def act(self, observation: str, info: Mapping[str, Any], tracked: WorldState) -> str:
+        """Return the next command."""
