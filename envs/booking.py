@@ -80,12 +80,13 @@ from wmkit.envs.diagnostic import (
     Change,
     CoreDefaults,
     DiagnosticEnv,
+    FamilyParams,
     StepRng,
     check_int,
-    check_rate,
+    truth_info,
 )
-from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook
-from wmkit.world.types import Claim, Delta, Fact, Probe, delta_info
+from wmkit.envs.diagnostic.text import ClaimSpec, MessageKind, SlotType, TextBook
+from wmkit.world.types import Claim, Delta, Fact, Probe
 
 __all__ = [
     "TEXT",
@@ -744,17 +745,14 @@ def read(observation: str) -> list[Claim]:
 
 
 @dataclass(frozen=True)
-class BookingParams:
-    """Episode parameters; validated on construction.
+class BookingParams(FamilyParams):
+    """Episode parameters (:class:`FamilyParams`); validated on construction.
+
+    ``load`` is the cities on the trip, 1..16; ``indirection`` the probability the
+    traveller names a hotel by city and area.
 
     Attributes:
-        horizon: steps per episode, 20..1000.
-        load: cities on the trip, 1..16.
         quote_ttl: steps a quoted price stays valid, 2..100.
-        paraphrase_rate: probability a message uses a non-canonical template.
-        distractors: chatter lines per step, 0..50.
-        indirection: probability the traveller names a hotel by city and area.
-        probe_rate: probability that probes are due at a step.
         expiry_notice: whether a quote's lapse is announced ("The quote for Hotel
             Azure has expired."); when False, every quote line is followed by its
             validity period ("quote valid for 6 steps") and the lapse is silent.
@@ -764,27 +762,20 @@ class BookingParams:
         ValueError: a parameter is out of range.
     """
 
-    horizon: int = 200
+    MAX_LOAD = len(CITIES)
+
     load: int = 3
     quote_ttl: int = 15
-    paraphrase_rate: float = 0.5
-    distractors: int = 1
-    indirection: float = 0.5
-    probe_rate: float = 0.3
     expiry_notice: bool = True
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not isinstance(self.expiry_notice, bool):
             raise TypeError(
                 f"expiry_notice must be a bool, got {type(self.expiry_notice).__name__} "
                 f"{self.expiry_notice!r}"
             )
-        check_int("horizon", self.horizon, 20, 1000)
-        check_int("load", self.load, 1, len(CITIES))
         check_int("quote_ttl", self.quote_ttl, 2, 100)
-        check_int("distractors", self.distractors, 0, 50)
-        for name in ("paraphrase_rate", "indirection", "probe_rate"):
-            check_rate(name, getattr(self, name))
         # The rolls ``random() < paraphrase_rate`` and ``< indirection`` as bounds on the
         # step generator's state (see ``_BELOW``): derived once, not fields.
         object.__setattr__(self, "paraphrase_below", math.ceil(self.paraphrase_rate * 2**48))
@@ -1750,18 +1741,23 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
         # state it was left in, and only when asked (ground truth on).
         return d.freeze(True)
 
-    def truth_info(self, state: BookingState) -> dict[str, Any]:
+    def truth(self, state: BookingState) -> dict[str, Any]:
         """Return the ground-truth ``wm.*`` info of ``state`` (fresh containers)."""
         truth = _truth(state.items, state.by_id, state.prior[0])
         # Ids sort as car:* < flight:* < hotel:* < trip:*.
         facts = [*truth.flat, *_view(state.trip).facts]
-        return {
-            "wm.state": facts,
-            "wm.delta": delta_info(state.action_delta, state.event_delta),
-            "wm.probes": list(_probes(state)),
-            "wm.state_hash": _state_hash(state, truth.digest),
-            "wm.mentioned": sorted(set(state.mentioned)),
-        }
+        return truth_info(
+            state=facts,
+            action=state.action_delta,
+            event=state.event_delta,
+            probes=_probes(state),
+            state_hash=_state_hash(state, truth.digest),
+            mentioned=state.mentioned,
+        )
+
+    def probes(self, state: BookingState) -> list[Probe]:
+        """Return the probes due at ``state``."""
+        return list(_probes(state))
 
     @staticmethod
     def admissible_actions(state: BookingState) -> list[str]:

@@ -56,9 +56,9 @@ import immutables
 from gymnasium import spaces
 from gymnasium.experimental.functional import FuncEnv
 
-from wmkit.envs.diagnostic import CoreDefaults, DiagnosticEnv, StepRng, check_int, check_rate
-from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook, title_words
-from wmkit.world.types import Claim, Delta, Fact, Probe, delta_info
+from wmkit.envs.diagnostic import CoreDefaults, DiagnosticEnv, FamilyParams, StepRng, truth_info
+from wmkit.envs.diagnostic.text import ClaimSpec, MessageKind, SlotType, TextBook, title_words
+from wmkit.world.types import Claim, Delta, Fact, Probe
 
 __all__ = [
     "TEXT",
@@ -618,35 +618,18 @@ class _cached:  # lower case: used as a decorator, like the property it replaces
 
 
 @dataclass(frozen=True)
-class ParcelParams:
-    """Episode parameters; validated on construction.
+class ParcelParams(FamilyParams):
+    """Episode parameters (:class:`FamilyParams`); validated on construction.
 
-    Attributes:
-        horizon: steps per episode, 20..1000.
-        load: parcels active at once, >= 1 (bounded so ids and descriptions stay unique).
-        paraphrase_rate: probability a message uses a non-canonical template.
-        distractors: chatter lines per step, 0..50.
-        indirection: probability a customer message names its parcel by description.
-        probe_rate: probability that probes are due at a step.
-
-    Raises:
-        TypeError: a parameter has the wrong type.
-        ValueError: a parameter is out of range.
+    ``load`` is the parcels active at once (bounded with the horizon, so ids and
+    descriptions stay unique); ``indirection`` the probability a customer message names
+    its parcel by description.
     """
 
-    horizon: int = 200
-    load: int = 4
-    paraphrase_rate: float = 0.5
-    distractors: int = 1
     indirection: float = 0.7
-    probe_rate: float = 0.3
 
     def __post_init__(self) -> None:
-        check_int("horizon", self.horizon, 20, 1000)
-        check_int("load", self.load, 1)
-        check_int("distractors", self.distractors, 0, 50)
-        for name in ("paraphrase_rate", "indirection", "probe_rate"):
-            check_rate(name, getattr(self, name))
+        super().__post_init__()
         # Rejection sampling of fresh ids and (sender, receiver) pairs must stay cheap and
         # can never run dry within the horizon.
         most = self.load * (self.horizon // MIN_LIFE + 1)
@@ -1743,7 +1726,7 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
             _carry_truth(old, new)
         return new
 
-    def truth_info(self, state: ParcelState) -> dict[str, Any]:
+    def truth(self, state: ParcelState) -> dict[str, Any]:
         """Return the ground-truth ``wm.*`` info of ``state`` (fresh containers)."""
         # From now on transitions carry the facts and digest over (see _carry_truth):
         # without ground truth they are never computed at all.
@@ -1756,13 +1739,19 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         if (world := known.get("_world")) is None:
             world = known["_world"] = _make_world(state, changes)
         facts, digest = world
-        return {
-            "wm.state": list(facts),
-            "wm.delta": delta_info(*_deltas(changes)),
-            "wm.probes": list(_probes(state)) if state.advanced else [],
-            "wm.state_hash": _hash(state, digest),
-            "wm.mentioned": sorted(set(state.said)),
-        }
+        action, event = _deltas(changes)
+        return truth_info(
+            state=facts,
+            action=action,
+            event=event,
+            probes=self.probes(state),
+            state_hash=_hash(state, digest),
+            mentioned=state.said,
+        )
+
+    def probes(self, state: ParcelState) -> list[Probe]:
+        """Return the probes due at ``state`` (none after a rejected command)."""
+        return list(_probes(state)) if state.advanced else []
 
     @staticmethod
     def admissible_actions(state: ParcelState) -> list[str]:

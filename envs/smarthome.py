@@ -59,7 +59,7 @@ ground truth off): lines are filled from templates compiled once, the episode ke
 memo caches (parsed commands, seeds of its steps, device facts) that never change what
 a state means, a step whose world stands still copies none of it, the admissible
 commands are kept up to date rather than rebuilt, and what only ground truth needs
-(rule facts, the state hash's rule digests, the probes) is derived when ``truth_info``
+(rule facts, the state hash's rule digests, the probes) is derived when ``truth``
 asks, not on every step.
 """
 
@@ -81,12 +81,13 @@ from gymnasium.experimental.functional import FuncEnv
 from wmkit.envs.diagnostic import (
     CoreDefaults,
     DiagnosticEnv,
+    FamilyParams,
     StepRng,
     check_int,
-    check_rate,
+    truth_info,
 )
-from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook
-from wmkit.world.types import Claim, Delta, Fact, Probe, delta_info
+from wmkit.envs.diagnostic.text import ClaimSpec, MessageKind, SlotType, TextBook
+from wmkit.world.types import Claim, Delta, Fact, Probe
 
 __all__ = [
     "TEXT",
@@ -672,39 +673,24 @@ _CHATTER_PERSON = tuple(bool(_slot_names(t)) for t in _CHATTER)
 
 
 @dataclass(frozen=True)
-class SmartHomeParams:
-    """Episode parameters; validated on construction.
+class SmartHomeParams(FamilyParams):
+    """Episode parameters (:class:`FamilyParams`); validated on construction.
+
+    ``horizon`` counts minutes; ``load`` is the rooms, each with a light and blinds,
+    1..16; ``indirection`` the probability that a rule firing or a cancellation names
+    its rule by device and trigger instead of by id.
 
     Attributes:
-        horizon: steps (minutes) per episode, 20..1000.
-        load: rooms, each with a light and blinds, 1..16.
         people: household members who come and go, 1..12.
-        paraphrase_rate: probability a message uses a non-canonical template.
-        distractors: chatter lines per step, 0..50.
-        indirection: probability that a rule firing or a cancellation names its rule by
-            device and trigger instead of by id.
-        probe_rate: probability that probes are due at a step.
-
-    Raises:
-        TypeError: a parameter has the wrong type.
-        ValueError: a parameter is out of range.
     """
 
-    horizon: int = 200
-    load: int = 4
+    MAX_LOAD = len(ROOMS)
+
     people: int = 3
-    paraphrase_rate: float = 0.5
-    distractors: int = 1
-    indirection: float = 0.5
-    probe_rate: float = 0.3
 
     def __post_init__(self) -> None:
-        check_int("horizon", self.horizon, 20, 1000)
-        check_int("load", self.load, 1, len(ROOMS))
+        super().__post_init__()
         check_int("people", self.people, 1, 12)
-        check_int("distractors", self.distractors, 0, 50)
-        for name in ("paraphrase_rate", "indirection", "probe_rate"):
-            check_rate(name, getattr(self, name))
 
 
 # --- state -----------------------------------------------------------------------------
@@ -1953,7 +1939,7 @@ class SmartHomeFuncEnv(
             "moves": state[_S_STEP],
         }
 
-    def truth_info(self, state: SmartHomeState) -> dict[str, Any]:
+    def truth(self, state: SmartHomeState) -> dict[str, Any]:
         """Return the ground-truth ``wm.*`` info of ``state`` (fresh containers)."""
         # The true facts, sorted: ids sort as blind:* < light:* < person:* < rule:* <
         # thermostat:home, so the rules' facts go between the people and the thermostat.
@@ -1969,13 +1955,18 @@ class SmartHomeFuncEnv(
         if state.tasks is not tasks:
             tasks_text = repr(state.tasks)
             self._tasks_text = (state.tasks, tasks_text)
-        return {
-            "wm.state": [*head, *rules.facts, thermostat],
-            "wm.delta": delta_info(state.action_delta, state.event_delta),
-            "wm.probes": list(_probes(state)),
-            "wm.state_hash": _state_hash(state.seed, state.step, world, tasks_text, rules.digest),
-            "wm.mentioned": sorted(set(state.mentioned)),
-        }
+        return truth_info(
+            state=[*head, *rules.facts, thermostat],
+            action=state.action_delta,
+            event=state.event_delta,
+            probes=_probes(state),
+            state_hash=_state_hash(state.seed, state.step, world, tasks_text, rules.digest),
+            mentioned=state.mentioned,
+        )
+
+    def probes(self, state: SmartHomeState) -> list[Probe]:
+        """Return the probes due at ``state``."""
+        return list(_probes(state))
 
     @staticmethod
     def admissible_actions(state: SmartHomeState) -> list[str]:

@@ -85,9 +85,9 @@ from typing import Any, NamedTuple
 from gymnasium import spaces
 from gymnasium.experimental.functional import FuncEnv
 
-from wmkit.envs.diagnostic import CoreDefaults, DiagnosticEnv, check_int, check_rate
-from wmkit.envs.text import ClaimSpec, Message, MessageKind, SlotType, TextBook
-from wmkit.world.types import Claim, Delta, Fact, Probe, delta_info
+from wmkit.envs.diagnostic import CoreDefaults, DiagnosticEnv, FamilyParams, check_int, truth_info
+from wmkit.envs.diagnostic.text import ClaimSpec, Message, MessageKind, SlotType, TextBook
+from wmkit.world.types import Claim, Delta, Fact, Probe
 
 __all__ = [
     "TEXT",
@@ -604,39 +604,24 @@ def read(observation: str) -> list[Claim]:
 
 
 @dataclass(frozen=True)
-class VaultParams:
-    """Episode parameters; validated on construction.
+class VaultParams(FamilyParams):
+    """Episode parameters (:class:`FamilyParams`); validated on construction.
+
+    ``load`` is the locked doors between the start and the vault, 1..10 (the house has
+    about twice as many rooms, plus decoy keys, levers and notes in proportion);
+    ``indirection`` the probability a mechanism event names its door by where it is.
 
     Attributes:
-        horizon: steps per episode, 20..1000.
-        load: locked doors between the start and the vault, 1..10; the house has about
-            twice as many rooms, plus decoy keys, levers and notes in proportion.
-        paraphrase_rate: probability a message uses a non-canonical template.
-        distractors: chatter lines per step, 0..50.
-        indirection: probability a mechanism event names its door by where it is.
-        probe_rate: probability that probes are due at a step.
         delay: ``(low, high)`` steps, 1..50, from which each lever's delay and each
             spring door's shutting time are drawn (a list is accepted).
-
-    Raises:
-        TypeError: a parameter has the wrong type.
-        ValueError: a parameter is out of range.
     """
 
-    horizon: int = 200
-    load: int = 4
-    paraphrase_rate: float = 0.5
-    distractors: int = 1
-    indirection: float = 0.5
-    probe_rate: float = 0.3
+    MAX_LOAD = MAX_LOAD
+
     delay: tuple[int, int] = (2, 6)
 
     def __post_init__(self) -> None:
-        check_int("horizon", self.horizon, 20, 1000)
-        check_int("load", self.load, 1, MAX_LOAD)
-        check_int("distractors", self.distractors, 0, 50)
-        for name in ("paraphrase_rate", "indirection", "probe_rate"):
-            check_rate(name, getattr(self, name))
+        super().__post_init__()
         delay = self.delay
         if isinstance(delay, (str, bytes)) or not isinstance(delay, Sequence) or len(delay) != 2:
             raise TypeError(f"delay must be a (low, high) pair of ints, got {delay!r}")
@@ -1786,23 +1771,26 @@ class VaultFuncEnv(CoreDefaults, FuncEnv[VaultState, str, str, int, bool, None, 
             "moves": state.step,
         }
 
-    def truth_info(self, state: VaultState) -> dict[str, Any]:
+    def truth(self, state: VaultState) -> dict[str, Any]:
         """Return the ground-truth ``wm.*`` info of ``state`` (fresh containers).
 
         Besides the common keys, ``wm.rules`` lists the hidden rules (sorted facts).
         """
         action, event = _deltas(state)
         vec = _vector(state)
-        return {
-            "wm.state": facts(state, vec),
-            "wm.delta": delta_info(action, event),
-            "wm.probes": list(_probes(state, vec)),
-            "wm.state_hash": state_hash(state, vec),
-            "wm.mentioned": sorted(
-                {v[p] for kind, _, v in state.messages for p in _SPECS[kind].entities}
-            ),
-            "wm.rules": list(state.world.rules),
-        }
+        return truth_info(
+            state=facts(state, vec),
+            action=action,
+            event=event,
+            probes=_probes(state, vec),
+            state_hash=state_hash(state, vec),
+            mentioned=[v[p] for kind, _, v in state.messages for p in _SPECS[kind].entities],
+            rules=list(state.world.rules),
+        )
+
+    def probes(self, state: VaultState) -> list[Probe]:
+        """Return the probes due at ``state``."""
+        return list(_probes(state))
 
 
 def _admissible(

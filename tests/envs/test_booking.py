@@ -52,7 +52,7 @@ from wmkit.envs.booking import (
     _itinerary_ok,
     read,
 )
-from wmkit.envs.text import Message, MessageKind
+from wmkit.envs.diagnostic.text import Message, MessageKind
 from wmkit.memory import StateManager
 from wmkit.world.types import Claim, Fact, WorldState
 

@@ -19,7 +19,7 @@ from wmkit.envs.diagnostic import (
     check_rate,
 )
 from wmkit.envs.parcel import ParcelEnv, ParcelFuncEnv, ParcelState
-from wmkit.envs.text import ClaimSpec, MessageKind, SlotType, TextBook, Voice
+from wmkit.envs.diagnostic.text import ClaimSpec, MessageKind, SlotType, TextBook, Voice
 from wmkit.world.types import Delta, Fact
 
 VISIBLE = {"admissible_actions", "score", "max_score", "moves"}

@@ -48,7 +48,7 @@ from wmkit.envs.parcel import (
     ParcelState,
     read,
 )
-from wmkit.envs.text import ClaimSpec, Message, MessageKind, SlotType, TextBook
+from wmkit.envs.diagnostic.text import ClaimSpec, Message, MessageKind, SlotType, TextBook
 from wmkit.world.types import Claim, Fact, WorldState
 
 REJECTIONS = (
@@ -499,7 +499,7 @@ def test_state_hash_is_the_same_incremental_or_from_scratch():
     scratch = make(ground_truth=True)
     scratch.restore(plain.snapshot())  # a state whose digest nobody has asked for yet
     truth_keys = {k: v for k, v in info.items() if k.startswith("wm.")}
-    assert scratch.core.truth_info(scratch.snapshot()) == truth_keys
+    assert scratch.core.truth(scratch.snapshot()) == truth_keys
     assert scratch.step("wait")[-1]["wm.state_hash"] == truth.step("wait")[-1]["wm.state_hash"]
 
 
@@ -523,7 +523,7 @@ def test_truth_carried_step_by_step_equals_truth_from_the_state_alone():
         info = env.step(action)[-1]
         fresh = ParcelState._make(env.snapshot())
         assert "_world" not in fresh.__dict__
-        scratch = env.core.truth_info(fresh)
+        scratch = env.core.truth(fresh)
         assert scratch["wm.state"] == info["wm.state"], info["moves"]
         assert scratch["wm.state_hash"] == info["wm.state_hash"], info["moves"]
         assert scratch == {k: v for k, v in info.items() if k.startswith("wm.")}

@@ -53,7 +53,7 @@ from wmkit.envs.smarthome import (
     _step_x,
     read,
 )
-from wmkit.envs.text import Message, MessageKind
+from wmkit.envs.diagnostic.text import Message, MessageKind
 from wmkit.world.types import Claim, Fact
 
 REJECTIONS = ("not understood", "no such device", "Nobody by that name", "out of range")

@@ -37,7 +37,7 @@ from gymnasium.utils.env_checker import check_env
 
 import wmkit.envs  # noqa: F401  (registers wmkit/Vault-v0)
 from wmkit.agents.trackers import ClaimMemory
-from wmkit.envs.text import Message, MessageKind
+from wmkit.envs.diagnostic.text import Message, MessageKind
 from wmkit.envs.vault import (
     _LINE_MAX,
     DOOR_NAMES,
