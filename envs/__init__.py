@@ -8,8 +8,15 @@ import gymnasium
 
 __all__ = ["DIAGNOSTIC_IDS", "ENV_IDS", "GAME_IDS"]
 
-DIAGNOSTIC_IDS = ("wmkit/Parcel-v0", "wmkit/SmartHome-v0", "wmkit/Booking-v0", "wmkit/Vault-v0")
-"""The procedurally generated diagnostic families (pure Python, no extra install)."""
+DIAGNOSTIC_IDS = (
+    "wmkit/Parcel-v0",
+    "wmkit/SmartHome-v0",
+    "wmkit/Booking-v0",
+    "wmkit/Vault-v0",
+    "wmkit/Reference-v0",
+)
+"""The procedurally generated diagnostic families (pure Python, no extra install); the
+last, ``Reference``, is the small template a new family starts from."""
 
 GAME_IDS = ("wmkit/Jericho-v0", "wmkit/TextWorld-v0")
 """Real text games (extras ``jericho`` and ``textworld``)."""
@@ -21,6 +28,7 @@ _ENTRY_POINTS = {
     "wmkit/SmartHome-v0": "wmkit.envs.smarthome:SmartHomeEnv",
     "wmkit/Booking-v0": "wmkit.envs.booking:BookingEnv",
     "wmkit/Vault-v0": "wmkit.envs.vault:VaultEnv",
+    "wmkit/Reference-v0": "wmkit.envs.diagnostic.reference:ReferenceEnv",
     "wmkit/Jericho-v0": "wmkit.envs.jericho_env:JerichoEnv",
     "wmkit/TextWorld-v0": "wmkit.envs.textworld_env:TextWorldEnv",
 }

@@ -306,12 +306,14 @@ def replay_with_full_memory(
     seeds: range,
     config: dict[str, Any],
     horizons: tuple[int, ...] = (20, 80, 160, 300),
+    exact_anchors: bool = True,
 ) -> tuple[int, int]:
     """Play random episodes and check a perfect-memory reader against the truth each step.
 
     At every step the reader's facts must equal the true facts of the entities mentioned
-    so far, and every due probe must be answered by the tracker with the anchor being
-    exactly the step that last stated the answer.
+    so far, and every due probe must be answered by the tracker; with ``exact_anchors``
+    the anchor must be exactly the step that last stated the answer (families whose
+    anchors are the statement a probe depends on, such as a booking, pass False).
 
     Returns:
         ``(described, probes)``: claims whose subject was a description, probes checked.
@@ -333,7 +335,7 @@ def replay_with_full_memory(
             for probe in info["wm.probes"]:
                 key = (probe.subject, probe.relation)
                 assert tracker.values[key] == probe.answer
-                assert tracker.stated_at[key] == probe.anchor_step, probe
+                assert not exact_anchors or tracker.stated_at[key] == probe.anchor_step, probe
                 probes += 1
             if truncated:
                 break

@@ -18,8 +18,8 @@ from wmkit.envs.diagnostic import (
     check_int,
     check_rate,
 )
-from wmkit.envs.parcel import ParcelEnv, ParcelFuncEnv, ParcelState
 from wmkit.envs.diagnostic.text import ClaimSpec, MessageKind, SlotType, TextBook, Voice
+from wmkit.envs.parcel import ParcelEnv, ParcelFuncEnv, ParcelState
 from wmkit.world.types import Delta, Fact
 
 VISIBLE = {"admissible_actions", "score", "max_score", "moves"}

@@ -39,6 +39,7 @@ from gymnasium.utils.env_checker import check_env
 
 import wmkit.envs  # noqa: F401  (registers wmkit/Parcel-v0)
 from wmkit.envs import parcel
+from wmkit.envs.diagnostic.text import ClaimSpec, Message, MessageKind, SlotType, TextBook
 from wmkit.envs.parcel import (
     _LINE_MAX,
     TEXT,
@@ -48,7 +49,6 @@ from wmkit.envs.parcel import (
     ParcelState,
     read,
 )
-from wmkit.envs.diagnostic.text import ClaimSpec, Message, MessageKind, SlotType, TextBook
 from wmkit.world.types import Claim, Fact, WorldState
 
 REJECTIONS = (

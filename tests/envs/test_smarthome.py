@@ -42,6 +42,7 @@ from gymnasium.utils.env_checker import check_env, data_equivalence
 
 import wmkit.envs  # noqa: F401  (registers wmkit/SmartHome-v0)
 from wmkit.envs.diagnostic import StepRng
+from wmkit.envs.diagnostic.text import Message, MessageKind
 from wmkit.envs.smarthome import (
     _LINE_MAX,
     TEXT,
@@ -53,7 +54,6 @@ from wmkit.envs.smarthome import (
     _step_x,
     read,
 )
-from wmkit.envs.diagnostic.text import Message, MessageKind
 from wmkit.world.types import Claim, Fact
 
 REJECTIONS = ("not understood", "no such device", "Nobody by that name", "out of range")

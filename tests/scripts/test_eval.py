@@ -171,7 +171,7 @@ def test_every_env_option_composes_and_validates():
     from wmkit.envs import ENV_IDS
     from wmkit.evals.suite import EnvSpec
 
-    options = ["booking", "jericho", "parcel", "smarthome", "textworld", "vault"]
+    options = ["booking", "jericho", "parcel", "reference", "smarthome", "textworld", "vault"]
     overrides = [f"+env@envs.extra_{name}={name}" for name in options]
     config = EvalConfig.model_validate(OmegaConf.to_container(_compose(*overrides), resolve=True))
     ids = {config.envs[f"extra_{name}"].id for name in options}
