@@ -16,12 +16,14 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from operator import itemgetter
 from typing import NamedTuple
 
 from wmkit.world.types import Claim
 
 __all__ = [
     "ClaimSpec",
+    "Form",
     "Message",
     "MessageKind",
     "SlotType",
@@ -220,19 +222,90 @@ class TextBook:
         return claims
 
 
+class Form(NamedTuple):
+    """One message kind compiled for the step path: values are passed positionally.
+
+    Attributes:
+        name: the kind's name.
+        order: the slots, in the order the step code passes their values.
+        formats: per variant (0 canonical), the template as a ``%`` format; a template
+            without slots is the line itself.
+        reorders: per variant, a getter that puts ``order``-ordered values in the
+            template's order; None where they already are.
+        paraphrases: how many variants besides the canonical one.
+        entities: positions in ``order`` of the entity-typed slots (what a line names).
+        to_text: per position in ``order``, the slot type's canonical -> surface form.
+    """
+
+    name: str
+    order: tuple[str, ...]
+    formats: tuple[str, ...]
+    reorders: tuple[Callable[[tuple[str, ...]], tuple[str, ...]] | None, ...]
+    paraphrases: int
+    entities: tuple[int, ...]
+    to_text: tuple[Callable[[str], str], ...]
+
+    def line(self, variant: int, texts: tuple[str, ...]) -> str:
+        """Return variant ``variant`` filled with surface ``texts`` (in ``order``)."""
+        if not texts:
+            return self.formats[variant]
+        reorder = self.reorders[variant]
+        return self.formats[variant] % (texts if reorder is None else reorder(texts))
+
+    def render(self, variant: int, values: tuple[str, ...]) -> str:
+        """Return variant ``variant`` filled with canonical ``values`` (in ``order``)."""
+        return self.line(variant, tuple([f(v) for f, v in zip(self.to_text, values, strict=True)]))
+
+
+def _percent(template: str, order: tuple[str, ...]) -> tuple[str, Callable | None]:
+    # ``template`` as a ``%`` format, and the getter that reorders ``order``'s values for it.
+    if not order:
+        return template, None
+    parts, used = [], []
+    for literal, slot, spec, conversion in string.Formatter().parse(template):
+        parts.append(literal.replace("%", "%%"))
+        if slot is not None:
+            if spec or conversion:
+                raise ValueError(f"{template!r}: only plain {{slot}} fields are supported")
+            parts.append("%s")
+            used.append(order.index(slot))
+    if used == list(range(len(order))):
+        return "".join(parts), None
+    return "".join(parts), itemgetter(*used) if len(used) > 1 else lambda v, k=used[0]: (v[k],)
+
+
 class Voice:
-    """Renders messages fast from the same template strings the reader compiles.
+    """The one renderer of a family's step path, compiled once from its ``TextBook``.
 
     ``TextBook.render`` builds a ``Message`` and a dict per line; on the step path a
-    family keeps, per kind, the template strings and which slots are entities, and
-    formats directly.
+    family renders from :attr:`forms` (``%`` formats, values passed positionally in a
+    declared order) or, where speed matters less, from :attr:`kinds` with
+    :meth:`StepDraft.say <wmkit.envs.diagnostic.core.StepDraft.say>`.
+
+    Args:
+        book: the family's message kinds.
+        orders: kind name -> the order (slot names, a tuple or a space-separated string)
+            in which the step code passes that kind's values; written out by the family
+            so that rewording a template, even reordering its slots, cannot misplace a
+            value. Kinds not listed take the slot order of their canonical template.
+        exempt: kinds whose variants may name different slots (chatter drawn apart);
+            they get no form.
 
     Attributes:
         to_text: slot name -> its type's ``to_text``.
         kinds: kind name -> (templates, entity slots of any of its templates, in order).
+        forms: kind name -> its :class:`Form`.
+
+    Raises:
+        ValueError: a kind's templates do not all have exactly the slots of its order.
     """
 
-    def __init__(self, book: TextBook) -> None:
+    def __init__(
+        self,
+        book: TextBook,
+        orders: Mapping[str, str | tuple[str, ...]] | None = None,
+        exempt: Iterable[str] = ("chatter",),
+    ) -> None:
         self.to_text = {slot: t.to_text for slot, t in book.slot_types.items()}
         self.kinds = {
             name: (
@@ -248,3 +321,29 @@ class Voice:
             )
             for name, kind in book.kinds.items()
         }
+        orders = dict(orders or {})
+        exempt = set(exempt)
+        if unknown := set(orders) - set(book.kinds):
+            raise ValueError(f"say orders for unknown kinds {sorted(unknown)}")
+        self.forms: dict[str, Form] = {}
+        for name, kind in book.kinds.items():
+            if name in exempt:
+                continue
+            order = orders.get(name)
+            if order is None:
+                order = tuple(_slots(kind.templates[0]))
+            elif isinstance(order, str):
+                order = tuple(order.split())
+            for template in kind.templates:
+                if sorted(_slots(template)) != sorted(order):
+                    raise ValueError(f"{name}: say order {order} does not fit {template!r}")
+            compiled = [_percent(t, order) for t in kind.templates]
+            self.forms[name] = Form(
+                name,
+                order,
+                tuple(fmt for fmt, _ in compiled),
+                tuple(reorder for _, reorder in compiled),
+                len(kind.templates) - 1,
+                tuple(k for k, slot in enumerate(order) if book.slot_types[slot].entity),
+                tuple(book.slot_types[slot].to_text for slot in order),
+            )

@@ -286,3 +286,28 @@ def test_core_defaults_come_before_func_env():
     )
     core = make().core
     assert core.get_default_params() is core._params
+
+
+def test_voice_compiles_one_form_per_kind_in_the_declared_order():
+    book = TextBook(
+        [
+            MessageKind("moved", ("{box} went to {shelf}.", "To {shelf} went {box}.")),
+            MessageKind("idle", ("Nothing.",)),
+        ],
+        {
+            "box": SlotType(r"\w+", str.upper, str.lower, entity=True),
+            "shelf": SlotType(r"\w+", str, str),
+        },
+    )
+    voice = Voice(book, orders={"moved": "shelf box"})
+    moved = voice.forms["moved"]
+    assert moved.order == ("shelf", "box") and moved.entities == (1,) and moved.paraphrases == 1
+    assert (
+        moved.render(0, ("a", "x")) == "X went to a."
+        and moved.render(1, ("a", "x")) == "To a went X."
+    )
+    assert voice.forms["idle"].line(0, ()) == "Nothing."
+    with pytest.raises(ValueError, match="does not fit"):
+        Voice(book, orders={"moved": "box"})
+    with pytest.raises(ValueError, match="unknown kinds"):
+        Voice(book, orders={"nope": "box"})
