@@ -14,7 +14,13 @@
   new one (``wmkit/Reference-v0``).
 """
 
-from wmkit.envs.diagnostic.core import CoreDefaults, FamilyCore, StepDraft
+from wmkit.envs.diagnostic.core import (
+    CoreDefaults,
+    FamilyCore,
+    StepDraft,
+    episode_seed,
+    text_spaces,
+)
 from wmkit.envs.diagnostic.params import FamilyParams, check_int, check_rate
 from wmkit.envs.diagnostic.rng import StepRng
 from wmkit.envs.diagnostic.shell import DiagnosticEnv
@@ -35,5 +41,7 @@ __all__ = [
     "changes_delta",
     "check_int",
     "check_rate",
+    "episode_seed",
+    "text_spaces",
     "truth_info",
 ]

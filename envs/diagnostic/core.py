@@ -13,6 +13,7 @@ uses all of it: copy it to start a new family.
 
 from __future__ import annotations
 
+import string
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -23,9 +24,29 @@ from wmkit.envs.diagnostic.text import Voice
 from wmkit.envs.diagnostic.truth import Change
 from wmkit.world.types import Probe
 
-__all__ = ["CoreDefaults", "FamilyCore", "StepDraft"]
+__all__ = ["CHARSET", "CoreDefaults", "FamilyCore", "StepDraft", "episode_seed", "text_spaces"]
 
 StateT = TypeVar("StateT")
+
+CHARSET = string.ascii_letters + string.digits + string.punctuation + " "
+"""What commands may hold; observations may hold newlines too (one message a line)."""
+
+
+def text_spaces(max_observation: int, max_action: int = 512) -> tuple[spaces.Text, spaces.Text]:
+    """Return a family's ``(observation_space, action_space)``: printable text.
+
+    Gymnasium's ``spaces.Text`` needs the explicit charset, or ``check_env`` fails on
+    real text.
+    """
+    return (
+        spaces.Text(max_length=max_observation, min_length=1, charset=CHARSET + "\n"),
+        spaces.Text(max_length=max_action, min_length=0, charset=CHARSET),
+    )
+
+
+def episode_seed(rng: Any) -> int:
+    """The episode seed ``initial`` draws: one draw from a numpy ``Generator``, or an int."""
+    return int(rng.integers(2**62)) if hasattr(rng, "integers") else int(rng)
 
 
 @runtime_checkable
@@ -157,5 +178,3 @@ class CoreDefaults:
             "max_score": state.max_score,
             "moves": state.step,
         }
-
-

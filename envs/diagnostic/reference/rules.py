@@ -10,13 +10,11 @@ box is labelled fragile once it reaches a given shelf).
 from __future__ import annotations
 
 import hashlib
-import string
 from typing import Any
 
-from gymnasium import spaces
 from gymnasium.experimental.functional import FuncEnv
 
-from wmkit.envs.diagnostic.core import CoreDefaults, StepDraft
+from wmkit.envs.diagnostic.core import CoreDefaults, StepDraft, episode_seed, text_spaces
 from wmkit.envs.diagnostic.reference.state import Box, ReferenceParams, ReferenceState
 from wmkit.envs.diagnostic.reference.text import COLOURS, SHELVES, VOICE
 from wmkit.envs.diagnostic.rng import StepRng
@@ -28,7 +26,6 @@ __all__ = ["ReferenceCore"]
 P_MOVE, P_ARRIVE, P_PICKUP, P_REQUEST = 0.25, 0.08, 0.05, 0.1
 PICKUP_DELAY = (3, 9)  # steps between the courier's notice and the collection
 PROBE_STREAM = 0x5EED  # probes draw from (seed ^ this, step): apart from the transition's
-CHARSET = string.ascii_letters + string.digits + string.punctuation + " "
 
 
 def _box(i: int) -> str:
@@ -96,16 +93,13 @@ class ReferenceCore(
     def __init__(self, params: ReferenceParams | None = None) -> None:
         self._params = params or ReferenceParams()
         super().__init__()
-        lines = 12 + len(COLOURS) + self._params.distractors
-        self.observation_space = spaces.Text(
-            max_length=96 * lines, min_length=1, charset=CHARSET + "\n"
-        )
-        self.action_space = spaces.Text(max_length=256, min_length=0, charset=CHARSET)
+        lines = 12 + len(COLOURS) + self._params.distractors  # the reset says the most
+        self.observation_space, self.action_space = text_spaces(96 * lines)
 
     def initial(self, rng: Any, params: ReferenceParams | None = None) -> ReferenceState:
         """Return step 0: ``load`` boxes, the conditional announced; ``rng`` draws the seed."""
         params = params or self._params
-        seed = int(rng.integers(2**62)) if hasattr(rng, "integers") else int(rng)
+        seed = episode_seed(rng)
         blank = ReferenceState(
             params, seed, 0, (), (), None, (0, "", False), (), "", (), (), (), (), 0, 0, 0
         )
