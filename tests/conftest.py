@@ -8,8 +8,32 @@ from pathlib import Path
 
 import pytest
 from chat_server import ChatServer
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 GAMES_DIR_VAR = "WMKIT_GAMES_DIR"
+
+# Property tests run a fixed, derandomised example budget by default, so a CI run is
+# reproducible and its cost known; HYPOTHESIS_PROFILE=dev searches wider (and keeps
+# failing examples under the ignored .pytest_cache/ to replay them).
+settings.register_profile(
+    "ci",
+    max_examples=100,
+    deadline=None,  # shared CI cores: a slow example is not a failure
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "dev",
+    max_examples=2000,
+    deadline=None,
+    database=DirectoryBasedExampleDatabase(
+        str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "hypothesis")
+    ),
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

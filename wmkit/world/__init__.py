@@ -26,6 +26,7 @@ from wmkit.world.errors import (
     DuplicateEntityError,
     DuplicateEventError,
     InvalidEdgeError,
+    StepError,
     UnknownEdgeError,
     UnknownEntityError,
     UnknownEntityTypeError,
@@ -34,9 +35,17 @@ from wmkit.world.errors import (
     WorldError,
 )
 from wmkit.world.graph import Edge, RelationGraph
-from wmkit.world.registry import Entity, EntityContract, EntityRegistry, Scalar, canonical_id
+from wmkit.world.registry import (
+    MAX_INT,
+    Entity,
+    EntityContract,
+    EntityRegistry,
+    Scalar,
+    canonical_id,
+)
 from wmkit.world.timeline import Drained, Dropped, EventTimeline, ScheduledEvent
 from wmkit.world.transition import (
+    MAX_STEP,
     TransitionResult,
     Violation,
     World,
@@ -47,6 +56,8 @@ from wmkit.world.transition import (
 from wmkit.world.types import Claim, Delta, Fact, Probe, WorldState, delta_info
 
 __all__ = [
+    "MAX_INT",
+    "MAX_STEP",
     "ActionParseError",
     "AddRelation",
     "AtomicAction",
@@ -76,6 +87,7 @@ __all__ = [
     "Scalar",
     "ScheduleEvent",
     "ScheduledEvent",
+    "StepError",
     "TransitionResult",
     "UnknownEdgeError",
     "UnknownEntityError",

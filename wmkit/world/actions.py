@@ -7,6 +7,12 @@ number: strict mode) and unknown kinds are refused, and every action carries a
 non-empty human ``reason`` for the audit trail. Entities are named by canonical id
 (``EntityRegistry`` makes them); steps are integers counted by the world.
 
+Numbers are checked, not just typed: attribute values must be finite (no ``NaN``,
+``Infinity`` or ``-Infinity``, which the JSON parser would otherwise accept, nor
+``1e400``, which it reads as infinity) and ints must fit in 64 bits; ``confidence`` is
+a finite float in [0, 1]; ``delay``, ``ttl`` and ``retry_steps`` are ints (never
+floats or bools) up to ``MAX_STEP``; a condition's number literals must be finite.
+
 Example::
 
     {"kind": "add_relation", "src": "package:…", "relation": "assigned_to",
@@ -30,9 +36,10 @@ from pydantic import (
 
 from wmkit.world.conditions import compile_condition
 from wmkit.world.errors import ActionParseError
-from wmkit.world.registry import Scalar
+from wmkit.world.registry import Scalar, scalar_problem
 
 __all__ = [
+    "MAX_STEP",
     "MAX_TEXT_CHARS",
     "AddRelation",
     "AtomicAction",
@@ -48,9 +55,13 @@ __all__ = [
 
 MAX_TEXT_CHARS = 100_000
 """Longest text ``parse_action`` and ``parse_actions`` accept."""
+MAX_STEP = 2**63 - 1
+"""Largest ``delay``, ``ttl`` or ``retry_steps`` (and ``advance`` count) the world accepts."""
 
+# Constrained strings refuse lone surrogates already (pydantic-core reads them as UTF-8).
 Name = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 Reason = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
+Steps = Annotated[int, Field(le=MAX_STEP)]
 
 
 class _Action(BaseModel):
@@ -66,16 +77,29 @@ class UpdateEntity(_Action):
     entity_id: Name
     attributes: dict[Name, Scalar] = Field(min_length=1)
 
+    @field_validator("attributes")
+    @classmethod
+    def _finite(cls, attributes: dict[str, Scalar]) -> dict[str, Scalar]:
+        for name, value in attributes.items():
+            problem = scalar_problem(value)
+            if problem is not None:
+                raise ValueError(f"attribute {name!r}: {problem}")
+        return attributes
+
 
 class AddRelation(_Action):
-    """Add (or replace) the edge ``src -relation-> dst``; ``ttl`` in steps."""
+    """Add (or replace) the edge ``src -relation-> dst``; ``ttl`` in steps.
+
+    ``relation`` must not be an attribute name of ``src``'s type: ``apply`` refuses it
+    (``InvalidEdgeError``), so that ``fact(src, relation)`` has one meaning.
+    """
 
     kind: Literal["add_relation"] = "add_relation"
     src: Name
     relation: Name
     dst: Name
-    confidence: float = Field(1.0, ge=0.0, le=1.0)
-    ttl: int | None = Field(None, ge=1)
+    confidence: float = Field(1.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    ttl: Steps | None = Field(None, ge=1)
 
 
 class RemoveRelation(_Action):
@@ -113,9 +137,9 @@ class ScheduleEvent(_Action):
 
     kind: Literal["schedule_event"] = "schedule_event"
     event_id: Name
-    delay: int = Field(ge=1)
+    delay: Steps = Field(ge=1)
     condition: str | None = None
-    retry_steps: int = Field(0, ge=0)
+    retry_steps: Steps = Field(0, ge=0)
     actions: tuple[EffectAction, ...] = Field((), strict=False)  # a list is fine here
 
     @field_validator("condition")

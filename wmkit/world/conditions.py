@@ -7,7 +7,8 @@ A condition is a string such as::
 
 It is parsed with ``ast`` and checked against a whitelist before it is accepted:
 
-- literals: strings, ints, floats, True, False, None;
+- literals: strings, ints, finite floats (``1e400`` reads as infinity: refused),
+  True, False, None;
 - the one name ``step`` (the step being evaluated);
 - calls of ``fact(subject, relation)`` (the single object, or None when there is none
   or several), ``has(subject, relation[, object])`` and ``num(value)`` (str -> float);
@@ -20,7 +21,11 @@ compiled, which happens when an event is scheduled: a hostile string never enter
 timeline. Length, node count and nesting depth are bounded, so evaluation is bounded
 too; a wall-clock budget is checked on every node as a backstop. ``and``/``or``/``not``
 take booleans and a condition must yield a boolean: the string ``"false"`` is not
-silently true.
+silently true. Numbers stay finite: arithmetic that overflows to infinity (or NaN),
+like ``num()`` of ``'nan'`` or ``'inf'``, fails to evaluate.
+
+What can come out of this module is a ``Condition``, a bool or a ``ConditionError``;
+``tests/world/test_world_conditions_properties.py`` checks that on random expressions.
 """
 
 from __future__ import annotations
@@ -141,6 +146,12 @@ def _check_node(node: ast.AST, source: str) -> None:
         node.value is None or isinstance(node.value, (str, int, float))
     ):
         raise ConditionError(f"constant {node.value!r} is not allowed {what}")
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, float)
+        and not math.isfinite(node.value)
+    ):
+        raise ConditionError(f"number literal {node.value!r} is not finite {what}")
     if isinstance(node, ast.Name) and node.id != "step":
         raise ConditionError(f"name {node.id!r} is not allowed {what}; the only name is 'step'")
     if isinstance(node, ast.Call):
@@ -224,7 +235,10 @@ class _Scope:
                 left = right
             return True
         if isinstance(node, ast.BinOp):
-            return _ARITH[type(node.op)](self.number(node.left), self.number(node.right))
+            value = _ARITH[type(node.op)](self.number(node.left), self.number(node.right))
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConditionError(f"condition {_show(self.source)}: {value!r} is not finite")
+            return value
         if isinstance(node, ast.Call):
             return self.call(node.func.id, [self.value_of(a) for a in node.args])
         raise ConditionError(f"{type(node).__name__} is not allowed")  # unreachable

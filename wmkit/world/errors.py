@@ -15,6 +15,7 @@ __all__ = [
     "DuplicateEntityError",
     "DuplicateEventError",
     "InvalidEdgeError",
+    "StepError",
     "UnknownEdgeError",
     "UnknownEntityError",
     "UnknownEntityTypeError",
@@ -33,7 +34,11 @@ class UnknownEntityTypeError(WorldError):
 
 
 class UnknownFieldError(WorldError):
-    """An attribute outside its type's contract, missing, reserved, or of a bad value."""
+    """An attribute outside its type's contract, missing, reserved, or of a bad value.
+
+    Bad values include non-finite floats (NaN, ±Infinity), ints outside 64 bits, and an
+    attribute named like a relation of an edge leaving the same entity.
+    """
 
 
 class UnknownEntityError(WorldError):
@@ -49,7 +54,15 @@ class UnknownEdgeError(WorldError):
 
 
 class InvalidEdgeError(WorldError):
-    """An edge with an empty relation or a TTL below one step."""
+    """An edge with an empty relation, a TTL below one step, or a relation that collides.
+
+    A relation collides when it is an attribute name of its source's type (see
+    ``wmkit.world.transition.World.facts``).
+    """
+
+
+class StepError(WorldError):
+    """A step or step count that is not an int in range (a float, a bool, negative, ...)."""
 
 
 class ConfidenceError(WorldError):

@@ -12,6 +12,7 @@ HAMT), so each of those calls costs O(log32 n) and shares all untouched structur
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -27,10 +28,27 @@ from wmkit.world.errors import (
     UnknownFieldError,
 )
 
-__all__ = ["Entity", "EntityContract", "EntityRegistry", "Scalar", "canonical_id"]
+__all__ = [
+    "MAX_INT",
+    "Entity",
+    "EntityContract",
+    "EntityRegistry",
+    "Scalar",
+    "canonical_id",
+    "scalar_problem",
+]
 
 Scalar = str | int | float | bool
-"""The type of an attribute value; facts carry it as ``str(value)``."""
+"""The type of an attribute value; facts carry it as ``str(value)``.
+
+Floats must be finite and ints must fit in 64 bits (``scalar_problem``). Strings are
+text and are never read as numbers here: ``"nan"`` is a valid string value, and the
+one place that parses text as a number, ``num()`` of the condition language, refuses
+non-finite results.
+"""
+
+MAX_INT = 2**63 - 1
+"""Largest magnitude of an int attribute value (64 bits, what SQL stores keep exactly)."""
 
 _TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
 _RESERVED = "last_updated"  # set by the registry from the step, never by callers
@@ -249,6 +267,43 @@ class EntityRegistry:
         return self._with(self._entities.set(entity_id, updated))
 
 
+def scalar_problem(value: object) -> str | None:
+    """Return why ``value`` is not a valid attribute value, or None when it is.
+
+    Valid: a str that is valid UTF-8, a bool, an int within ``±MAX_INT``, or a finite
+    float. NaN and ±Infinity are refused: they compare false to everything (a NaN fact
+    never equals itself in a drift metric) and JSON cannot carry them (pydantic writes
+    ``null``); a lone surrogate cannot be written as JSON either.
+    """
+    if isinstance(value, str):
+        return _text_problem(value)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        if -MAX_INT <= value <= MAX_INT:
+            return None
+        return f"int {_digits(value)} is outside ±(2**63 - 1)"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{value!r} is not a finite number"
+    return f"must be str, int, float or bool, not {type(value).__name__}"
+
+
+def _text_problem(text: str) -> str | None:
+    """Return why ``text`` cannot be written as UTF-8 (a lone surrogate), or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return f"text holds a lone surrogate {text[err.start]!r} at index {err.start}"
+    return None
+
+
+def _digits(value: int) -> str:
+    """Show a huge int briefly (``str()`` of one over 4300 digits raises)."""
+    return f"of {value.bit_length()} bits" if value.bit_length() > 64 else str(value)
+
+
 def _check(contract: EntityContract, entity_id: str, attributes: Mapping[str, Scalar]) -> None:
     """Raise ``UnknownFieldError`` unless ``attributes`` fits ``contract``."""
     allowed = contract.allowed
@@ -259,11 +314,9 @@ def _check(contract: EntityContract, entity_id: str, attributes: Mapping[str, Sc
                 f"{entity_id}: attribute {name!r} {why} for type {contract.entity_type!r}; "
                 f"allowed: {', '.join(sorted(allowed))}"
             )
-        if not isinstance(value, (str, int, float)):  # bool is an int
-            raise UnknownFieldError(
-                f"{entity_id}: attribute {name!r} must be str, int, float or bool, "
-                f"not {type(value).__name__}"
-            )
+        problem = scalar_problem(value)
+        if problem is not None:
+            raise UnknownFieldError(f"{entity_id}: attribute {name!r}: {problem}")
     status = attributes.get("status")
     if status is not None and not isinstance(status, str):
         raise UnknownFieldError(f"{entity_id}: status must be a string, not {status!r}")

@@ -11,15 +11,21 @@ The rule for invalid input: ``apply`` returns the *same* world object, no events
 one ``Violation`` that names the problem. ``strict=True`` raises the ``WorldError``
 instead. Either way nothing changes. Like gymnasium's ``FuncEnv``, a stateful env or
 tracker is a thin shell that keeps the latest world; a planner keeps many.
+
+Names: for any subject, a name is an attribute or an edge relation, never both (see
+``World.facts``), so a fact lookup never mixes an attribute value with edge targets.
+Steps are Python ints: ``advance`` refuses a float, a bool or a negative count.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from wmkit.world.actions import (
+    MAX_STEP,
     AddRelation,
     AtomicAction,
     CancelEvent,
@@ -29,7 +35,13 @@ from wmkit.world.actions import (
     UpdateEntity,
 )
 from wmkit.world.conditions import compile_condition
-from wmkit.world.errors import UnknownEntityError, WorldError
+from wmkit.world.errors import (
+    InvalidEdgeError,
+    StepError,
+    UnknownEntityError,
+    UnknownFieldError,
+    WorldError,
+)
 from wmkit.world.graph import RelationGraph
 from wmkit.world.registry import EntityContract, EntityRegistry, Scalar
 from wmkit.world.timeline import EventTimeline, ScheduledEvent
@@ -46,13 +58,22 @@ class World:
         registry: entities and their attributes.
         graph: relations between entities.
         timeline: pending events.
-        step: the current step (an integer count, never wall time).
+        step: the current step (an integer count, never wall time): an int >= 0.
+
+    Raises:
+        StepError: ``step`` is not an int (a float or a bool) or is negative.
     """
 
     registry: EntityRegistry
     graph: RelationGraph
     timeline: EventTimeline
     step: int = 0
+
+    def __post_init__(self) -> None:
+        # Cheap (every transition builds a World): a float step would leak into every
+        # edge's expiry and every entity's last_updated.
+        if type(self.step) is not int or self.step < 0:
+            raise StepError(f"world step must be an int >= 0, not {self.step!r}")
 
     @classmethod
     def create(cls, contracts: Iterable[EntityContract], *, confidence_floor: float = 0.0) -> World:
@@ -80,6 +101,17 @@ class World:
         ``last_updated`` is bookkeeping, not a fact about the world, so it is left out
         (otherwise every update would look like two changes to a drift metric).
         Builds the whole set: O(entities + edges).
+
+        Attributes and edges share the ``(subject, relation)`` key space, so ``apply``
+        keeps them apart; the rule: **for any subject, a name is an attribute or an edge
+        relation, never both.** ``add_relation`` is refused (``InvalidEdgeError``) when
+        ``relation`` is an attribute name that ``src``'s type allows (``status`` or one
+        of its contract's attributes), set or not yet set; ``update_entity`` is refused
+        (``UnknownFieldError``) when it sets an attribute named like the relation of an
+        edge leaving that entity (possible only when a contract grew after the edge
+        was added, as ``LLMTracker``'s contracts do). So ``objects(s, r)`` holds either
+        one attribute value or the targets of ``r`` edges, and ``fact()`` in a
+        condition has one meaning.
         """
         facts = [
             Fact(entity.id, name, str(value))
@@ -164,9 +196,11 @@ def apply(world: World, action: AtomicAction, *, strict: bool = False) -> Transi
 def _apply(world: World, action: AtomicAction) -> TransitionResult:
     replace = dataclasses.replace
     if isinstance(action, UpdateEntity):
+        _check_attribute_names(world, action.entity_id, action.attributes)
         registry = world.registry.update(action.entity_id, action.attributes, step=world.step)
         return TransitionResult(replace(world, registry=registry))
     if isinstance(action, AddRelation):
+        _check_relation_name(world, action.src, action.relation)
         graph = world.graph.add_edge(
             action.src,
             action.relation,
@@ -201,6 +235,29 @@ def _apply(world: World, action: AtomicAction) -> TransitionResult:
     raise WorldError(f"not an atomic action: {type(action).__name__}")
 
 
+def _check_relation_name(world: World, src: str, relation: str) -> None:
+    """Refuse an edge named like an attribute of its source's type (``World.facts``)."""
+    if src not in world.registry:
+        return  # the graph names the dangling id
+    entity_type = world.registry.get(src).entity_type
+    if relation in world.registry.contract(entity_type).allowed:
+        raise InvalidEdgeError(
+            f"edge {src} -{relation}-> ...: {relation!r} is an attribute of type "
+            f"{entity_type!r}; a relation must not share a name with an attribute "
+            "(fact() would be ambiguous)"
+        )
+
+
+def _check_attribute_names(world: World, entity_id: str, attributes: Mapping[str, Scalar]) -> None:
+    """Refuse an attribute named like a relation of an edge leaving ``entity_id``."""
+    clash = sorted({e.relation for e in world.graph.outgoing(entity_id)} & attributes.keys())
+    if clash:
+        raise UnknownFieldError(
+            f"{entity_id}: attribute {clash[0]!r} is the relation of an edge leaving it; "
+            "an attribute must not share a name with a relation (fact() would be ambiguous)"
+        )
+
+
 def _query(world: World, subject: str, relation: str | None) -> tuple[Fact, ...]:
     if subject not in world.registry:
         raise UnknownEntityError(f"query of unknown entity id {subject!r}")
@@ -222,12 +279,20 @@ def advance(world: World, steps: int = 1) -> TransitionResult:
     violation names it. Dropped events are reported as violations too. Steps with
     nothing due are skipped in O(1), so a long quiet advance is cheap.
 
+    Args:
+        world: the world before; never modified.
+        steps: an int ``>= 0`` (a numpy integer is fine); ``0`` changes nothing.
+
     Returns:
         The world at ``world.step + steps``, the events that fired, and violations.
+
+    Raises:
+        StepError: ``steps`` is a float (``1.5`` or ``2.0``), a bool or another non-int,
+            is negative, or would take the clock past ``MAX_STEP``.
     """
-    if steps < 0:
-        raise WorldError(f"cannot advance by {steps} steps: the clock only moves forward")
-    target = world.step + steps
+    target = world.step + _step_count(steps)
+    if target > MAX_STEP:
+        raise StepError(f"cannot advance by {steps} steps: the clock would pass {MAX_STEP}")
     fired: list[ScheduledEvent] = []
     violations: list[Violation] = []
     while True:
@@ -253,6 +318,21 @@ def advance(world: World, steps: int = 1) -> TransitionResult:
                 violations.append(Violation(type(err).__name__, f"event {event.event_id!r}: {err}"))
     world = dataclasses.replace(world, step=target)
     return TransitionResult(world, tuple(fired), tuple(violations))
+
+
+def _step_count(steps: object) -> int:
+    """``steps`` as an int >= 0, or a ``StepError`` saying what is wrong with it."""
+    if isinstance(steps, bool):
+        raise StepError(f"cannot advance by {steps!r}: steps must be an int, not a bool")
+    try:
+        count = operator.index(steps)  # ints and numpy ints; never a float, even 2.0
+    except TypeError:
+        raise StepError(
+            f"cannot advance by {steps!r}: steps must be an int, not {type(steps).__name__}"
+        ) from None
+    if count < 0:
+        raise StepError(f"cannot advance by {count} steps: the clock only moves forward")
+    return count
 
 
 def _next_busy_step(world: World, target: int) -> int | None:
