@@ -13,9 +13,11 @@ from wmkit.llm.errors import (
     LLMConnectionError,
     LLMEmptyReplyError,
     LLMError,
+    LLMRedirectError,
     LLMResponseError,
     LLMStatusError,
     LLMTimeoutError,
+    LLMTransportError,
 )
 from wmkit.llm.structured import (
     StructuredResult,
@@ -35,9 +37,11 @@ __all__ = [
     "LLMConnectionError",
     "LLMEmptyReplyError",
     "LLMError",
+    "LLMRedirectError",
     "LLMResponseError",
     "LLMStatusError",
     "LLMTimeoutError",
+    "LLMTransportError",
     "Message",
     "ReplyCache",
     "StructuredResult",

@@ -1,27 +1,45 @@
-"""An OpenAI-compatible chat client over plain HTTP (``POST {base_url}/chat/completions``).
+"""An OpenAI-compatible chat client over HTTP (``POST {base_url}/chat/completions``).
 
 It speaks the protocol that OpenAI, vLLM, llama.cpp's server, Ollama and most gateways
-share, with the standard library's ``urllib`` (no SDK, no extra dependency: a local
-model server answers in seconds, so connection reuse is not worth a package).
+share, over ``httpx`` rather than the standard library's ``urllib``: urllib follows
+redirects (and resends the ``Authorization`` header to wherever they point), lets
+``http.client`` errors such as ``IncompleteRead`` escape, and has no bound on a reply's
+size or total time. httpx follows no redirect unless told, has one exception hierarchy,
+explicit connect/read/write timeouts and streamed reads; the official ``openai`` package
+would add retries and types we already have and a release cadence tied to one vendor.
 
-Failures are typed (``wmkit.llm.errors``) and carry what to fix: the status and the
-start of the body, the URL, the timeout. Timeouts, 429 and 5xx are retried with
+What every request is held to:
+
+- **No redirects.** A 3xx is an ``LLMRedirectError`` naming the ``Location``: the
+  request carries the API key, so it goes to ``base_url`` and nowhere else.
+- **Typed failures.** Anything that breaks (refused, reset, a body shorter than its
+  ``Content-Length``, a status line that is not HTTP, JSON that is not a completion)
+  is an ``LLMError`` (``wmkit.llm.errors``) that says what to fix.
+- **A deadline per request**, not only per read: a server that drips a byte at a time
+  is cut off ``deadline`` seconds after the request started, headers included (a
+  watchdog shuts the socket down; each attempt has its own connection so that it can).
+- **A size limit**: the reply is read in chunks and refused past ``max_reply_bytes``
+  (at once when its ``Content-Length`` says so), so a runaway server cannot fill memory.
+
+Timeouts, broken transfers (``LLMTransportError``), 429 and 5xx are retried with
 exponential backoff (``backoff * 2**attempt`` seconds, at least what ``Retry-After``
 asks, at most ``max_backoff``); nothing else is retried, because a refused connection,
-a 4xx or a garbled response will not get better by asking again at once.
+a redirect, a 4xx or a garbled response will not get better by asking again at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import socket
+import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Mapping, Sequence
-from email.message import Message as _Headers
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
+
+import httpx
 
 from wmkit.llm.cache import ReplyCache, request_key
 from wmkit.llm.errors import (
@@ -30,32 +48,49 @@ from wmkit.llm.errors import (
     LLMConnectionError,
     LLMEmptyReplyError,
     LLMError,
+    LLMRedirectError,
     LLMResponseError,
     LLMStatusError,
     LLMTimeoutError,
+    LLMTransportError,
 )
 from wmkit.llm.types import Completion, Message
 
-__all__ = ["ChatClient"]
+__all__ = ["DEFAULT_MAX_REPLY_BYTES", "ChatClient"]
 
 log = logging.getLogger(__name__)
 
 _RESERVED_PARAMS = ("model", "messages", "stream")  # set by the client; no streaming
 
+DEFAULT_MAX_REPLY_BYTES = 16 * 2**20
+"""The default size limit of one reply body: 16 MiB, hundreds of times a long completion
+(even one with per-token logprobs), far below what would hurt a worker's memory."""
+
+_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
 
 class ChatClient:
-    """A chat-completions client with timeouts, retries and an optional cache.
+    """A chat-completions client with timeouts, a deadline, retries and an optional cache.
 
     Args:
         base_url: the API root, e.g. ``http://127.0.0.1:8000/v1`` (``/chat/completions``
-            is appended). Configs take it from ``$WMKIT_LLM_BASE_URL``.
+            is appended). Configs take it from ``$WMKIT_LLM_BASE_URL``. Requests go
+            there and nowhere else: redirects are refused, not followed.
         model: the model name sent with every request.
         api_key: sent as ``Authorization: Bearer <key>`` when given.
-        timeout: seconds allowed for connecting and for each read of the response (a
-            server that sends nothing for this long times out).
-        max_retries: retries after the first attempt, for timeouts, 429 and 5xx only.
+        timeout: seconds allowed for connecting and for each read or write (a server
+            that sends nothing for this long times out).
+        deadline: seconds one request may take from connecting to the last byte of the
+            reply, however steadily the bytes come; each retry gets a fresh one, so a
+            whole ``chat`` call takes at most ``(max_retries + 1) * deadline`` plus the
+            waits between attempts. None: ``3 * timeout`` (connecting, waiting for the
+            answer and reading it may each take up to ``timeout``).
+        max_retries: retries after the first attempt, for timeouts, broken transfers,
+            429 and 5xx only.
         backoff: seconds before the first retry; doubles with each retry.
         max_backoff: the longest wait between attempts, ``Retry-After`` included.
+        max_reply_bytes: the largest reply body accepted, in bytes; a longer one is an
+            ``LLMResponseError``, found without holding more than this in memory.
         cache: where identical requests are answered from; None for no cache. Replies
             cut off at the token limit (``finish_reason="length"``) are not cached.
         params: default request fields (``temperature``, ``max_tokens``, ...); the
@@ -77,9 +112,11 @@ class ChatClient:
         api_key: str | None = None,
         *,
         timeout: float = 60.0,
+        deadline: float | None = None,
         max_retries: int = 2,
         backoff: float = 1.0,
         max_backoff: float = 30.0,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         cache: ReplyCache | None = None,
         params: Mapping[str, Any] | None = None,
     ) -> None:
@@ -95,34 +132,65 @@ class ChatClient:
             raise LLMConfigError("ChatClient needs the model name to send with each request")
         if not timeout > 0:
             raise LLMConfigError(f"timeout must be > 0 seconds, got {timeout}")
+        if deadline is not None and not deadline > 0:
+            raise LLMConfigError(f"deadline must be > 0 seconds or None, got {deadline}")
         if max_retries < 0 or backoff < 0 or max_backoff < 0:
             raise LLMConfigError(
                 f"max_retries, backoff and max_backoff must be >= 0, "
                 f"got {max_retries}, {backoff}, {max_backoff}"
             )
+        if isinstance(max_reply_bytes, bool) or not isinstance(max_reply_bytes, int):
+            raise LLMConfigError(f"max_reply_bytes must be an int, got {max_reply_bytes!r}")
+        if max_reply_bytes < 1:
+            raise LLMConfigError(f"max_reply_bytes must be >= 1, got {max_reply_bytes}")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.timeout = float(timeout)
+        self.deadline = float(deadline) if deadline is not None else 3 * self.timeout
         self.max_retries = int(max_retries)
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
+        self.max_reply_bytes = max_reply_bytes
         self.cache = cache
         self.params = dict(params or {})
         _check_params(self.params)
-        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        # identity: a compressed body could grow far past max_reply_bytes in one chunk.
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Accept-Encoding": "identity",
+        }
         if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
+            headers["Authorization"] = f"Bearer {api_key}"
         # Proxies from the environment apply, except to a server on this machine: a
         # local model server never sits behind a proxy, and a stray HTTP_PROXY must not
         # send its traffic away.
-        local = parts.hostname in ("127.0.0.1", "localhost", "::1")
-        handlers = [urllib.request.ProxyHandler({})] if local else []
-        self._opener = urllib.request.build_opener(*handlers)
+        local = parts.hostname in _LOCAL_HOSTS
+        self._http = httpx.Client(
+            headers=headers,
+            follow_redirects=False,
+            trust_env=not local,
+            timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, self.deadline)),
+            # No kept-alive connections: each attempt opens its own, so the watchdog
+            # always knows the socket to cut. A handshake costs milliseconds; a
+            # completion, seconds.
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
         self.requests_sent = 0
         self.retries = 0
 
     def __repr__(self) -> str:  # never shows the key
         return f"ChatClient(url={self.url!r}, model={self.model!r})"
+
+    def close(self) -> None:
+        """Release the HTTP client; the instance sends no more requests after this."""
+        self._http.close()
+
+    def __enter__(self) -> ChatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def complete(self, messages: Sequence[Message], **params: Any) -> str:
         """Return the text of the reply to ``messages``; see ``chat``."""
@@ -137,8 +205,10 @@ class ChatClient:
 
         Raises:
             LLMConfigError: malformed messages or a reserved parameter.
-            LLMTimeoutError, LLMStatusError: after the retries are spent.
-            LLMConnectionError, LLMResponseError, LLMEmptyReplyError: at once.
+            LLMTimeoutError, LLMTransportError, LLMStatusError: after the retries are
+                spent (``LLMStatusError`` only for 408, 429 and 5xx; others at once).
+            LLMConnectionError, LLMRedirectError, LLMResponseError, LLMEmptyReplyError:
+                at once.
         """
         checked = _check_messages(messages)
         merged = {**self.params, **params}
@@ -181,29 +251,145 @@ class ChatClient:
 
     def _post(self, body: bytes) -> bytes:
         """POST ``body`` and return the raw 2xx response body, or raise a typed error."""
-        request = urllib.request.Request(self.url, data=body, headers=self._headers, method="POST")
         self.requests_sent += 1
+        watchdog = _Watchdog(self.deadline)
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                return response.read()
-        except urllib.error.HTTPError as err:  # a non-2xx answer: the body says why
-            text = _excerpt(err)
-            raise LLMStatusError(err.code, text, self.url, _retry_after(err.headers)) from None
-        except urllib.error.URLError as err:  # raised while connecting or sending
-            if isinstance(err.reason, TimeoutError):
+            with self._http.stream(
+                "POST", self.url, content=body, extensions={"trace": watchdog.trace}
+            ) as response:
+                return self._read_reply(response, watchdog)
+        except LLMError:
+            raise
+        except Exception as err:
+            # After the watchdog cut the socket, whatever broke broke because of it.
+            if watchdog.fired:
+                raise self._past_deadline() from None
+            if isinstance(err, httpx.TimeoutException):
                 raise self._timed_out() from None
-            raise LLMConnectionError(f"cannot reach {self.url}: {err.reason}") from None
-        except TimeoutError:  # raised while reading the response
-            raise self._timed_out() from None
-        except OSError as err:  # reset, broken pipe, http.client's RemoteDisconnected
-            raise LLMConnectionError(f"connection to {self.url} failed: {err!r}") from None
+            if isinstance(err, (httpx.ConnectError, httpx.ProxyError)):
+                raise LLMConnectionError(f"cannot reach {self.url}: {err}") from None
+            if isinstance(err, (httpx.HTTPError, OSError)):
+                raise LLMTransportError(
+                    f"the exchange with {self.url} broke: {type(err).__name__}: {err}"
+                ) from None
+            raise
+        finally:
+            watchdog.close()
+
+    def _read_reply(self, response: httpx.Response, watchdog: _Watchdog) -> bytes:
+        status = response.status_code
+        if 300 <= status < 400:
+            raise LLMRedirectError(status, response.headers.get("Location", ""), self.url)
+        if not 200 <= status < 300:  # a non-2xx answer: the body says why
+            text = self._excerpt(response, watchdog)
+            raise LLMStatusError(status, text, self.url, _retry_after(response.headers))
+        declared = response.headers.get("Content-Length", "")
+        if declared.strip().isdigit() and int(declared) > self.max_reply_bytes:
+            raise self._too_large(f"its Content-Length announces {int(declared):,} bytes")
+        chunks, size = [], 0
+        for chunk in self._chunks(response, watchdog):
+            size += len(chunk)
+            if size > self.max_reply_bytes:
+                raise self._too_large("more arrived before it ended")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _chunks(self, response: httpx.Response, watchdog: _Watchdog) -> Iterator[bytes]:
+        for chunk in response.iter_bytes():
+            if watchdog.expired():  # checked here too: the cut may race the last read
+                raise self._past_deadline()
+            yield chunk
+
+    def _excerpt(self, response: httpx.Response, watchdog: _Watchdog) -> str:
+        limit, chunks, size = BODY_EXCERPT_CHARS * 4, [], 0
+        try:
+            for chunk in self._chunks(response, watchdog):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size >= limit:
+                    break
+        except (LLMError, httpx.HTTPError, OSError):  # the body itself timed out or broke
+            pass
+        return b"".join(chunks)[:limit].decode("utf-8", "replace").strip()
 
     def _timed_out(self) -> LLMTimeoutError:
         return LLMTimeoutError(f"no answer from {self.url} within {self.timeout:g}s")
 
+    def _past_deadline(self) -> LLMTimeoutError:
+        return LLMTimeoutError(
+            f"{self.url} did not finish answering within the deadline of {self.deadline:g}s "
+            f"(the timeout of {self.timeout:g}s applies to each read; the deadline to the "
+            "whole request)"
+        )
+
+    def _too_large(self, detail: str) -> LLMResponseError:
+        return LLMResponseError(
+            f"the reply from {self.url} is larger than max_reply_bytes="
+            f"{self.max_reply_bytes:,} ({detail}); raise the limit if such replies are expected"
+        )
+
+
+class _Watchdog:
+    """Cuts one request's connection once its deadline has passed.
+
+    httpx bounds each read, not a whole response, and has no hook between the reads of
+    the headers; so a timer thread shuts the socket down (``shutdown`` wakes a blocked
+    ``recv`` at once) and the request fails in whatever read it was in. It learns the
+    socket from httpcore's documented ``trace`` extension (``connect_tcp.complete``) and
+    keeps a duplicate of it, which stays valid after TLS wraps the original.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self._ends = time.monotonic() + seconds
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self.fired = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def expired(self) -> bool:
+        """True once the deadline has passed (whether or not the timer has run yet)."""
+        return self.fired or time.monotonic() >= self._ends
+
+    def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        """The ``trace`` callback: keep (a duplicate of) the socket of each new connection."""
+        if not event.endswith("connect_tcp.complete"):
+            return
+        stream = info.get("return_value")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if not isinstance(sock, socket.socket):
+            return  # another network backend: only the checks between chunks apply
+        duplicate = sock.dup()
+        with self._lock:
+            self._sockets.append(duplicate)
+            if self.fired:  # connected after the deadline: cut at once
+                _shutdown(duplicate)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            for sock in self._sockets:
+                _shutdown(sock)
+
+    def close(self) -> None:
+        """Stop the timer and drop the duplicates (the connection closes with httpx's)."""
+        self._timer.cancel()
+        with self._lock:
+            for sock in self._sockets:
+                sock.close()
+            self._sockets.clear()
+
+
+def _shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed by the other side
+        sock.shutdown(socket.SHUT_RDWR)
+
 
 def _retryable(err: LLMError) -> bool:
-    return isinstance(err, LLMTimeoutError) or (isinstance(err, LLMStatusError) and err.transient)
+    if isinstance(err, LLMStatusError):
+        return err.transient
+    return isinstance(err, (LLMTimeoutError, LLMTransportError))
 
 
 def _check_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
@@ -232,15 +418,8 @@ def _check_params(params: Mapping[str, Any]) -> None:
         )
 
 
-def _excerpt(err: urllib.error.HTTPError) -> str:
-    try:
-        return err.read(BODY_EXCERPT_CHARS * 4).decode("utf-8", "replace").strip()
-    except (OSError, ValueError):  # the body itself timed out or was cut
-        return ""
-
-
-def _retry_after(headers: _Headers | None) -> float | None:
-    value = headers.get("Retry-After") if headers is not None else None
+def _retry_after(headers: httpx.Headers) -> float | None:
+    value = headers.get("Retry-After")
     try:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:  # an HTTP date: fall back to our own backoff

@@ -14,9 +14,11 @@ __all__ = [
     "LLMConnectionError",
     "LLMEmptyReplyError",
     "LLMError",
+    "LLMRedirectError",
     "LLMResponseError",
     "LLMStatusError",
     "LLMTimeoutError",
+    "LLMTransportError",
 ]
 
 BODY_EXCERPT_CHARS = 500
@@ -37,11 +39,23 @@ class LLMConfigError(LLMError, ValueError):
 
 
 class LLMConnectionError(LLMError):
-    """The endpoint could not be reached (refused, DNS, dropped connection); not retried."""
+    """The endpoint could not be reached (refused, DNS, a failing proxy); not retried."""
 
 
 class LLMTimeoutError(LLMError):
-    """No answer within the client's timeout; retried."""
+    """No answer within the client's timeout, or a reply unfinished at its deadline; retried."""
+
+    transient = True
+
+
+class LLMTransportError(LLMError):
+    """The exchange broke after the connection was made; retried.
+
+    A body shorter than its ``Content-Length``, a connection reset or closed mid-reply,
+    a status line or chunked framing that is not HTTP, a body that does not decode from
+    its ``Content-Encoding``: the server (or something between) failed this once, and
+    the same request may well succeed.
+    """
 
     transient = True
 
@@ -65,6 +79,26 @@ class LLMStatusError(LLMError):
     def transient(self) -> bool:  # type: ignore[override]
         """429 (rate limited), 408 (request timeout) and 5xx are worth retrying."""
         return self.status in (408, 429) or self.status >= 500
+
+
+class LLMRedirectError(LLMStatusError):
+    """A 3xx answer, refused: redirects are never followed.
+
+    The request carries the API key and a redirect may point anywhere, so the base URL
+    has to name the server that answers.
+
+    Attributes:
+        location: the ``Location`` the server named ("" when it named none).
+    """
+
+    def __init__(self, status: int, location: str, url: str) -> None:
+        super().__init__(status, "", url)
+        self.location = location
+        where = f"redirects to {location!r}" if location else "redirects (no Location)"
+        self.args = (
+            f"HTTP {status} from {url} {where}; redirects are not followed, so the API key "
+            "never goes to another address: set base_url to the address that answers",
+        )
 
 
 class LLMResponseError(LLMError):
