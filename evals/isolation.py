@@ -9,8 +9,19 @@ trip per step would cost more than the 12-200 us a step takes).
 The worker proves it is alive through a shared heartbeat counter: :func:`beat` bumps
 it, and the :class:`Heartbeat` wrapper calls it after every ``reset`` and ``step``. A
 worker that goes ``heartbeat_timeout`` seconds without a beat is taken to hang and is
-killed. The worker's stderr is captured, so an emulator's last words ("Fatal error:
-Story file read error") end up in the error.
+killed. The worker's stdout and stderr go to files, so an emulator's last words
+("Fatal error: Story file read error") end up in the error; on success they are passed on
+to the caller's stdout and stderr.
+
+The worker dies with its caller: a caller killed with ``SIGKILL`` (no ``finally`` runs)
+would otherwise leave an emulator stuck in a loop spinning forever. The worker holds the
+read end of a pipe whose only write end the caller holds, which closes however the caller
+dies. On Linux the kernel itself then sends the worker ``SIGKILL`` (``O_ASYNC`` with
+``F_SETSIG``), which works even while the emulator's C code holds the GIL and whatever
+the process tree; the worker also asks for ``SIGKILL`` when its parent dies
+(``prctl(PR_SET_PDEATHSIG)``: the caller under ``spawn``; under ``forkserver`` the parent
+is the fork server, which stays up while any of its children lives, hence the pipe).
+Elsewhere a thread in the worker waits on that pipe and ends the worker.
 
     result = run_isolated(play_episode, "905.z5", 0, label="905.z5", heartbeat_timeout=60)
 
@@ -21,12 +32,16 @@ Story file read error") end up in the error.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import functools
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -34,13 +49,20 @@ from typing import Any, TypeVar
 
 import gymnasium
 
+try:
+    import fcntl
+except ImportError:  # not on Windows; there the watching thread alone ends the worker
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = ["EpisodeFailed", "Heartbeat", "beat", "run_isolated"]
 
 T = TypeVar("T")
 
 _BEATS: Any = None  # the shared counter, set in a worker process only
 _POLL_S = 0.02
-_OUTPUT_TAIL = 4000  # characters of the worker's stderr kept in the error
+_OUTPUT_TAIL = 4000  # characters of the worker's stdout, and of its stderr, kept in the error
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+_ORPHANED = 70  # exit code of a worker whose caller died (nobody is left to read it)
 
 
 class EpisodeFailed(RuntimeError):
@@ -52,6 +74,10 @@ class EpisodeFailed(RuntimeError):
         exitcode: the worker's exit code (negative: killed by that signal), or None.
         traceback: the worker's traceback when ``fn`` raised, else None.
         output: the end of what the worker wrote to stderr.
+        stdout: the end of what the worker wrote to stdout.
+
+    The message (``str(error)``, what a results row keeps) holds the reason and both
+    ends of output.
     """
 
     def __init__(
@@ -62,20 +88,28 @@ class EpisodeFailed(RuntimeError):
         exitcode: int | None = None,
         traceback: str | None = None,
         output: str = "",
+        stdout: str = "",
     ) -> None:
         message = f"episode {label} failed: {reason}"
-        if output.strip():
-            message += f"\n--- worker stderr (end) ---\n{output.rstrip()}"
+        for name, text in (("stdout", stdout), ("stderr", output)):
+            if text.strip():
+                message += f"\n--- worker {name} (end) ---\n{text.rstrip()}"
         super().__init__(message)
         self.label = label
         self.reason = reason
         self.exitcode = exitcode
         self.traceback = traceback
         self.output = output
+        self.stdout = stdout
 
     def __reduce__(self) -> tuple:
         # Picklable (a sweep may ship it between processes) despite the keyword init.
-        keywords = {"exitcode": self.exitcode, "traceback": self.traceback, "output": self.output}
+        keywords = {
+            "exitcode": self.exitcode,
+            "traceback": self.traceback,
+            "output": self.output,
+            "stdout": self.stdout,
+        }
         return (functools.partial(type(self), **keywords), (self.label, self.reason))
 
 
@@ -108,12 +142,20 @@ def _worker(
     kwargs: dict[str, Any],
     sender: Any,
     beats: Any,
-    log_path: str,
+    out_path: str,
+    err_path: str,
+    caller: Any,
 ) -> None:
     global _BEATS
-    log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
-    os.dup2(log, 2)  # C code writes to fd 2 directly, so redirect the descriptor
-    os.close(log)
+    _die_with_caller(caller)
+    for stream, fd, path in ((sys.stdout, 1, out_path), (sys.stderr, 2, err_path)):
+        if stream is not None:
+            stream.flush()  # what was written before belongs where it was going
+        log = os.open(path, os.O_WRONLY | os.O_APPEND)
+        os.dup2(log, fd)  # C code writes to fds 1 and 2 directly: redirect the descriptors
+        os.close(log)
+        if stream is not None and hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True)  # a crash keeps every printed line
     _BEATS = beats
     beat()
     try:
@@ -125,7 +167,38 @@ def _worker(
     except Exception as error:  # the result or the exception does not pickle
         sender.send(("error", f"cannot send the result back: {error!r}", traceback.format_exc()))
     finally:
+        sys.stdout.flush()
         sys.stderr.flush()
+
+
+def _die_with_caller(caller: Any) -> None:
+    """End this worker when the process that runs it dies, even by ``SIGKILL``.
+
+    ``caller`` is the read end of a pipe whose only write end the caller holds: it
+    closes when the caller exits, however it exits. Each step is best effort; the
+    thread started last works everywhere, unless C code holds the GIL.
+    """
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if hasattr(fcntl, "F_SETSIG"):  # Linux: the pipe's hang-up sends this process SIGKILL
+        fd = caller.fileno()
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, fcntl.F_SETOWN, os.getpid())
+            fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGKILL)
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
+    # A caller that died before all that was in place sent no signal: the pipe tells.
+    if caller.poll(0):
+        os._exit(_ORPHANED)
+    threading.Thread(target=_await_caller_exit, args=(caller,), daemon=True).start()
+
+
+def _await_caller_exit(caller: Any) -> None:
+    # The caller never writes: recv returns only at end of file, when it is gone.
+    with contextlib.suppress(EOFError, OSError):
+        caller.recv_bytes()
+    os._exit(_ORPHANED)  # no cleanup: the main thread may be stuck in the emulator
 
 
 def _describe_exit(code: int | None) -> str:
@@ -205,20 +278,29 @@ def run_isolated(
     ctx = multiprocessing.get_context(method)
     beats = ctx.Value("Q", 0, lock=False)
     receiver, sender = ctx.Pipe(duplex=False)
-    fd, log_path = tempfile.mkstemp(prefix="wmkit-worker-", suffix=".log")
-    os.close(fd)
+    caller, alive = ctx.Pipe(duplex=False)  # the worker holds `caller`; this process `alive`
+    paths = []
+    for stream in ("stdout", "stderr"):
+        fd, path = tempfile.mkstemp(prefix=f"wmkit-worker-{stream}-", suffix=".log")
+        os.close(fd)
+        paths.append(path)
+    out_path, err_path = paths
     process = ctx.Process(
-        target=_worker, args=(fn, args, kwargs, sender, beats, log_path)
+        target=_worker, args=(fn, args, kwargs, sender, beats, out_path, err_path, caller)
     )  # not a daemon, so that fn may start processes of its own; killed below if alive
     try:
         process.start()
         sender.close()
+        caller.close()
         message = _watch(process, receiver, beats, heartbeat_timeout, total_timeout, start_timeout)
         process.join(5.0)  # it returned a result; a worker stuck in its exit is not our error
-        output = _tail(log_path)
+        output, stdout = _tail(err_path), _tail(out_path)
         if isinstance(message, str):
-            raise EpisodeFailed(label, message, exitcode=process.exitcode, output=output)
+            raise EpisodeFailed(
+                label, message, exitcode=process.exitcode, output=output, stdout=stdout
+            )
         if message[0] == "ok":
+            _pass_on(out_path, sys.stdout)
             if output:
                 sys.stderr.write(output)
             return message[1]
@@ -228,14 +310,25 @@ def run_isolated(
             exitcode=process.exitcode,
             traceback=message[2],
             output=output,
+            stdout=stdout,
         )
     finally:
         if process.is_alive():
             process.kill()
             process.join()
-        receiver.close()
-        sender.close()
-        os.unlink(log_path)
+        for connection in (receiver, sender, caller, alive):
+            connection.close()
+        for path in paths:
+            os.unlink(path)
+
+
+def _pass_on(path: str, stream: Any) -> None:
+    """Copy what the worker wrote to ``path`` onto ``stream`` (the caller's stdout)."""
+    if stream is None or not os.path.getsize(path):
+        return
+    with open(path, encoding="utf-8", errors="replace") as f:
+        shutil.copyfileobj(f, stream)
+    stream.flush()
 
 
 def _watch(

@@ -6,7 +6,12 @@ import ctypes
 import math
 import os
 import pickle
+import signal
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 
 import gymnasium
 import pytest
@@ -36,6 +41,12 @@ def say_and_exit(text: str, code: int) -> None:
     os._exit(code)
 
 
+def print_and_exit(text: str, code: int) -> None:
+    print(text, end="")
+    sys.stdout.flush()
+    os._exit(code)
+
+
 def parcel_beats(steps: int) -> int:
     env = Heartbeat(gymnasium.make("wmkit/Parcel-v0", horizon=20))
     env.reset(seed=0)
@@ -46,6 +57,15 @@ def parcel_beats(steps: int) -> int:
 
 def unpicklable() -> object:
     return lambda: None
+
+
+def chatter(crash: bool) -> str:
+    print("printed to stdout")  # Python's buffered stdout
+    os.write(1, b"written to fd 1, as C code does\n")
+    print("printed to stderr", file=sys.stderr)
+    if crash:
+        ctypes.string_at(0)
+    return "done"
 
 
 # --- results ---------------------------------------------------------------------------------
@@ -109,6 +129,37 @@ def test_an_exit_fails_the_episode_with_the_workers_last_words():
     assert "Story file read error" in str(failed.value)
 
 
+def test_a_crash_reports_the_end_of_the_workers_stdout_and_stderr():
+    with pytest.raises(EpisodeFailed, match="killed by SIGSEGV") as failed:
+        run_isolated(chatter, True, label="g.z5")
+    error = failed.value
+    assert "printed to stdout" in error.stdout and "written to fd 1" in error.stdout
+    assert "printed to stderr" in error.output and "printed to stdout" not in error.output
+    message = str(error)  # what a results row keeps
+    assert message.index("--- worker stdout (end) ---") < message.index("printed to stdout")
+    assert message.index("--- worker stderr (end) ---") < message.index("printed to stderr")
+    copy = pickle.loads(pickle.dumps(error))
+    assert copy.stdout == error.stdout and str(copy) == message
+
+
+def test_a_long_stdout_keeps_its_end_in_the_error():
+    with pytest.raises(EpisodeFailed) as failed:
+        run_isolated(say_and_exit, "", 1)  # nothing said: no empty section
+    assert "--- worker" not in str(failed.value)
+    lines = "".join(f"line {i}\n" for i in range(2000))
+    with pytest.raises(EpisodeFailed) as failed:
+        run_isolated(print_and_exit, lines, 2)
+    assert failed.value.stdout.endswith("line 1999\n") and "line 0\n" not in failed.value.stdout
+    assert len(failed.value.stdout) <= isolation._OUTPUT_TAIL
+
+
+def test_a_worker_that_succeeds_passes_its_output_on(capfd):
+    assert run_isolated(chatter, False) == "done"
+    out, err = capfd.readouterr()
+    assert "printed to stdout" in out and "written to fd 1" in out
+    assert "printed to stderr" in err
+
+
 def test_a_hang_is_killed_after_the_heartbeat_timeout():
     started = time.monotonic()
     with pytest.raises(EpisodeFailed, match=r"hung: no heartbeat for 0\.5 s"):
@@ -158,3 +209,69 @@ def test_bad_arguments(kwargs, error, match):
         run_isolated(math.factorial, 3, **kwargs)
     with pytest.raises(TypeError, match="fn must be callable"):
         run_isolated(3)
+
+
+# --- a killed caller leaves no worker behind ---------------------------------------------------
+
+_CALLER = """
+import os, re, sys
+from wmkit.evals.isolation import run_isolated
+
+def hang(pid_file, how):
+    with open(pid_file + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(pid_file + ".tmp", pid_file)
+    if how == "C code holding the GIL":  # like an emulator stuck in its C loop
+        re.match(r"(a*)*b", "a" * 64)  # backtracks for ~2**64 steps, never releasing the GIL
+    while True:  # a Python loop
+        pass
+
+if __name__ == "__main__":
+    run_isolated(hang, sys.argv[1], sys.argv[2], start_method=sys.argv[3])
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie is dead: it only waits to be reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+@pytest.mark.parametrize("how", ["a Python loop", "C code holding the GIL"])
+def test_a_hung_worker_dies_with_its_caller_killed_by_sigkill(tmp_path, start_method, how):
+    script, pid_file = tmp_path / "caller.py", tmp_path / "worker.pid"
+    script.write_text(textwrap.dedent(_CALLER))
+    caller = subprocess.Popen([sys.executable, str(script), str(pid_file), how, start_method])
+    worker = None
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists():
+            assert caller.poll() is None, f"the caller exited with {caller.returncode}"
+            assert time.monotonic() < deadline, "the worker did not start within 60 s"
+            time.sleep(0.02)
+        worker = int(pid_file.read_text())
+        time.sleep(0.3)  # into its loop
+        assert _running(worker)
+        os.kill(caller.pid, signal.SIGKILL)  # no finally, no atexit: the kernel ends it
+        caller.wait()
+        gone_by = time.monotonic() + 5
+        while _running(worker) and time.monotonic() < gone_by:
+            time.sleep(0.05)
+        assert not _running(worker), f"worker {worker} outlived its killed caller by 5 s"
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+            caller.wait()
+        if worker is not None and _running(worker):
+            os.kill(worker, signal.SIGKILL)
