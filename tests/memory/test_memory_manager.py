@@ -296,6 +296,7 @@ def test_store_reopens_and_refuses_bad_locations(location, tmp_path):
     url, schema = location
     with StateManager.open(url, schema=schema) as memory:
         put(memory, BUDGET, 8000, step=7)
+        memory.advance(7)  # only advance() moves the clock
     with StateManager.open(url, schema=schema) as memory:
         assert memory.get_state(BUDGET).state.value == 8000 and memory.step == 7
         with memory.store.write() as conn:

@@ -321,9 +321,11 @@ class GovernedTracker(_LabellingTracker):
         self._released = False
 
     def _start_step(self) -> None:
-        if not self._expiry:
-            return  # writes move the memory clock; only TTLs need it moved every step
+        # Only advance() moves the memory clock (a write's step may not run ahead of it
+        # by more than the store's skew bound), so the clock follows every step.
         self.memory.advance(self.step)
+        if not self._expiry:
+            return
         due = [slot for slot, at in self._expiry.items() if at <= self.step]
         if not due:
             return

@@ -14,20 +14,28 @@ the agent-facing ``StateManager``; ``governor`` the worker committing releases;
 """
 
 from wmkit.memory.errors import (
+    ClockError,
     DanglingDependencyError,
     DependencyCycleError,
     GovernanceError,
     InvalidRecordError,
+    LostCommitsError,
     MissingStateError,
+    NotAStoreError,
     NotReleasableError,
     OversizedValueError,
+    StoreCorruptError,
     StoreError,
+    StoreLockedError,
+    StoreMissingError,
+    StoreUnavailableError,
+    StoreVersionError,
     UnknownAuthorityError,
     WriteConflictError,
 )
 from wmkit.memory.governor import Governor, GovernorReport
-from wmkit.memory.manager import DEFAULT_MAX_VALUE_BYTES, StateManager
-from wmkit.memory.store import Store
+from wmkit.memory.manager import DEFAULT_MAX_STEP_SKEW, DEFAULT_MAX_VALUE_BYTES, StateManager
+from wmkit.memory.store import Store, sqlite_files
 from wmkit.memory.types import (
     Authority,
     GovernedState,
@@ -43,8 +51,10 @@ from wmkit.memory.types import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_STEP_SKEW",
     "DEFAULT_MAX_VALUE_BYTES",
     "Authority",
+    "ClockError",
     "DanglingDependencyError",
     "DependencyCycleError",
     "GovernanceError",
@@ -54,7 +64,9 @@ __all__ = [
     "InvalidRecordError",
     "Lifecycle",
     "Lookup",
+    "LostCommitsError",
     "MissingStateError",
+    "NotAStoreError",
     "NotReleasableError",
     "OversizedValueError",
     "ReleaseEntry",
@@ -64,9 +76,15 @@ __all__ = [
     "SetResult",
     "StateManager",
     "Store",
+    "StoreCorruptError",
     "StoreError",
+    "StoreLockedError",
+    "StoreMissingError",
+    "StoreUnavailableError",
+    "StoreVersionError",
     "StoredState",
     "UnknownAuthorityError",
     "WriteConflictError",
     "fact_key",
+    "sqlite_files",
 ]

@@ -30,6 +30,7 @@ from typing import NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
+from wmkit.memory.errors import StoreLockedError, StoreUnavailableError
 from wmkit.memory.store import (
     IS_LIVE,
     IS_PENDING,
@@ -359,7 +360,7 @@ class Governor:
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             try:
                 step = self.run_once()
-            except sa.exc.DBAPIError as exc:
+            except (sa.exc.DBAPIError, StoreLockedError, StoreUnavailableError) as exc:
                 log.warning("governor %s: database error, retrying: %s", self.worker, exc)
                 stop.wait(poll_s)
                 continue

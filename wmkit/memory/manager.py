@@ -1,7 +1,22 @@
 """The state manager: the API an agent uses to remember, recall, release and roll back.
 
-Every call is one database transaction (retried as a whole when it loses a race with
-another writer), so an error or a crash leaves nothing half-done. What each call does:
+Every call is one database transaction, so an error or a crash leaves nothing
+half-done. A transaction that loses a race with another writer (a conditional update
+that matched nothing, a unique index refusing a version, a serialization failure or
+deadlock) is rerun whole, with jittered exponential backoff, until ``write_timeout_s``
+has passed; then ``WriteConflictError`` says the call was not made. Waiting for a
+lock is bounded by the store's busy timeout instead (``StoreLockedError``). Either
+way no write is ever dropped silently. On PostgreSQL a write first takes a
+transaction-scoped advisory lock on its key, so writers of one key queue instead of
+colliding; on SQLite ``BEGIN IMMEDIATE`` already serialises every writer.
+
+The memory clock (TTLs count against it) moves only through ``advance``. A step in a
+record (``created_step``, and ``created_step + ttl_steps``), or the step of a release,
+is checked against it before anything is written: an int, >= 0, and at most
+``max_step_skew`` ahead of the clock, so one hallucinated ``step=10**15`` in a record
+a model emitted is refused (``ClockError``) instead of expiring every TTL at once.
+
+What each call does:
 
 - ``set_state`` / ``submit``: validate, resolve the conflict with the key's live
   version by authority, then recency (``created_step``; equal steps: the later write),
@@ -22,6 +37,7 @@ another writer), so an error or a crash leaves nothing half-done. What each call
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -31,6 +47,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from wmkit.memory.errors import (
+    ClockError,
     DanglingDependencyError,
     DependencyCycleError,
     InvalidRecordError,
@@ -63,6 +80,7 @@ from wmkit.memory.store import (
     states,
 )
 from wmkit.memory.types import (
+    MAX_STEP,
     Authority,
     GovernedState,
     Lifecycle,
@@ -77,9 +95,22 @@ from wmkit.memory.types import (
     parse_enum,
 )
 
-__all__ = ["DEFAULT_MAX_VALUE_BYTES", "StateManager"]
+__all__ = [
+    "DEFAULT_MAX_STEP_SKEW",
+    "DEFAULT_MAX_VALUE_BYTES",
+    "DEFAULT_WRITE_TIMEOUT_S",
+    "StateManager",
+]
 
 DEFAULT_MAX_VALUE_BYTES = 64 * 1024
+DEFAULT_MAX_STEP_SKEW = 10_000
+DEFAULT_WRITE_TIMEOUT_S = 30.0
+# Retry delays: full jitter over an exponential window from 1 ms, capped at 50 ms (a
+# write takes about a millisecond, so a larger window only idles).
+_BACKOFF_BASE_S = 0.001
+_BACKOFF_CAP_S = 0.05
+# PostgreSQL only (see StateManager._lock_key).
+_LOCK_KEY = sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))")
 _MAX_FALLBACK_DEPTH = 16
 _T = TypeVar("_T")
 
@@ -91,8 +122,10 @@ class StateManager:
         store: where states live.
         max_value_bytes: largest UTF-8 JSON encoding of a value (and, separately, of
             metadata) that a write may carry.
-        max_write_retries: how often a transaction that lost a race is retried before
-            ``WriteConflictError``.
+        max_step_skew: how far ahead of the memory clock the step of a record or a
+            release may be (>= 0); further is a ``ClockError``.
+        write_timeout_s: how long a call that keeps losing races is retried before
+            ``WriteConflictError`` (> 0). Lock waits are the store's busy timeout's.
     """
 
     def __init__(
@@ -100,15 +133,22 @@ class StateManager:
         store: Store,
         *,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
-        max_write_retries: int = 8,
+        max_step_skew: int = DEFAULT_MAX_STEP_SKEW,
+        write_timeout_s: float = DEFAULT_WRITE_TIMEOUT_S,
     ) -> None:
-        if max_value_bytes < 1 or max_write_retries < 1:
-            raise ValueError("max_value_bytes and max_write_retries must be >= 1")
+        if max_value_bytes < 1:
+            raise ValueError(f"max_value_bytes must be >= 1, got {max_value_bytes!r}")
+        if not _is_step(max_step_skew):
+            raise ValueError(f"max_step_skew must be an int >= 0, got {max_step_skew!r}")
+        if not write_timeout_s > 0:
+            raise ValueError(f"write_timeout_s must be > 0, got {write_timeout_s!r}")
         self.store = store
         self.max_value_bytes = max_value_bytes
-        self.max_write_retries = max_write_retries
+        self.max_step_skew = max_step_skew
+        self.write_timeout_s = write_timeout_s
         self._temporary: dict[str, GovernedState] = {}
-        self._clock_seen = -1  # largest step this manager has pushed to the clock
+        # Per-process jitter source: writers started together must not retry in step.
+        self._jitter = random.Random()
 
     @classmethod
     def open(cls, url: str, *, schema: str | None = None, **kwargs: Any) -> StateManager:
@@ -147,7 +187,8 @@ class StateManager:
             value: any JSON value.
             source: where the information came from.
             authority: FACT, ASSUMPTION, TEMPORARY or SYSTEM (a member or its name).
-            step: the agent step at which the information was produced.
+            step: the agent step at which the information was produced: an int >= 0,
+                at most ``max_step_skew`` ahead of the memory clock.
             ttl_steps: expire the state this many steps after ``step``.
             dependencies: keys this state rests on; each must be usable now.
             metadata: free JSON details.
@@ -157,9 +198,10 @@ class StateManager:
 
         Raises:
             InvalidRecordError: a malformed record (UnknownAuthorityError,
-                OversizedValueError are kinds of it).
+                OversizedValueError and ClockError are kinds of it).
             DanglingDependencyError, DependencyCycleError: bad dependencies.
-            WriteConflictError: concurrent writers kept winning the race.
+            WriteConflictError: concurrent writers kept winning the race until
+                ``write_timeout_s`` passed; the write was not made.
         """
         return self.submit(
             {
@@ -177,13 +219,13 @@ class StateManager:
     def submit(self, record: GovernedState | Mapping[str, Any]) -> SetResult:
         """Write a whole record, e.g. one a model emitted as structured output.
 
-        A mapping is validated as a ``GovernedState`` first; otherwise as ``set_state``.
+        A mapping is validated as a ``GovernedState`` first; otherwise as ``set_state``
+        (its ``created_step`` is bounded by the clock; it does not move the clock).
         """
         record = self._validate(record)
         if record.authority is Authority.TEMPORARY:
             return self._set_temporary(record)
-        result = self._transact(lambda conn: self._write(conn, record))
-        self._clock_seen = max(self._clock_seen, record.created_step)
+        result = self._transact(lambda conn: self._write(conn, record), key=record.key)
         if result.accepted:
             self._temporary.pop(record.key, None)
         return result
@@ -192,6 +234,7 @@ class StateManager:
         if isinstance(record, Mapping):
             if "authority" in record:
                 parse_enum(Authority, record["authority"])  # the specific error first
+            _check_storable_steps(record)  # past 2**63 - 1: a ClockError, as any bad step
             try:
                 record = GovernedState.model_validate(dict(record))
             except pydantic.ValidationError as exc:
@@ -213,8 +256,10 @@ class StateManager:
         return record
 
     def _write(self, conn: Connection, record: GovernedState) -> SetResult:
+        clock = read_clock(conn)
+        self._check_ahead(record.created_step, clock, f"created_step of {record.key!r}")
         if record.dependencies:
-            self._check_dependencies(conn, record, read_clock(conn))
+            self._check_dependencies(conn, record, clock)
         head, latest = head_and_latest(conn, record.key)
         version = latest + 1
         accepted, reason = _resolve(None if head is None else decode_state(head), record)
@@ -239,11 +284,17 @@ class StateManager:
                 archived_step=record.created_step,
             )
             state = decode_state(head)
-        if record.created_step > self._clock_seen:
-            # The clock never goes back, so once this manager has pushed a step it
-            # need not push it again (a stale cache only costs a no-op update).
-            advance_clock(conn, record.created_step)
         return SetResult(accepted, state, version, reason)
+
+    def _check_ahead(self, step: int, clock: int, what: str) -> None:
+        # Steps in the past are old information, allowed; the future is bounded, since
+        # a step far ahead would win every recency tie and (as a clock) expire every TTL.
+        if step - clock > self.max_step_skew:
+            raise ClockError(
+                f"{what} is step {step}, {step - clock} steps ahead of the memory clock "
+                f"({clock}); at most max_step_skew={self.max_step_skew} is allowed "
+                "(move the clock with advance())"
+            )
 
     def _check_dependencies(self, conn: Connection, record: GovernedState, clock: int) -> None:
         if not record.dependencies:
@@ -286,6 +337,7 @@ class StateManager:
         with self.store.read() as conn:
             head = live_row(conn, record.key)
             clock = read_clock(conn)
+        self._check_ahead(record.created_step, clock, f"created_step of {record.key!r}")
         if head is not None and not _expired(head.expires_step, clock):
             held = decode_state(head)
             why = f"{held.authority.value} v{held.version} outranks TEMPORARY"
@@ -299,22 +351,24 @@ class StateManager:
     def advance(self, step: int) -> int:
         """Move the memory clock to ``step`` (it never goes back); return the clock.
 
-        TTLs count against this clock; writes advance it to their ``created_step`` too.
+        TTLs count against this clock, and it is the only call that moves it: writes
+        are checked against it but never advance it. It is the agent loop's own
+        count, so it is not bounded by ``max_step_skew``.
+
+        Raises:
+            ClockError: ``step`` is not an int in 0..2**63 - 1.
         """
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise InvalidRecordError(f"step must be an int >= 0, got {step!r}")
+        _check_step(step, "step")
 
         def txn(conn: Connection) -> int:
             advance_clock(conn, step)
             return read_clock(conn)
 
-        clock = self._transact(txn)
-        self._clock_seen = max(self._clock_seen, clock)
-        return clock
+        return self._transact(txn)
 
     @property
     def step(self) -> int:
-        """The memory clock: the largest agent step reported by any writer."""
+        """The memory clock: the largest step ``advance`` was given."""
         with self.store.read() as conn:
             return read_clock(conn)
 
@@ -333,7 +387,7 @@ class StateManager:
                 set_lifecycle(conn, row, Lifecycle.STABLE)
             return decode_state(live_row(conn, key))
 
-        return self._transact(txn)
+        return self._transact(txn, key=key)
 
     # ------------------------------------------------------------------- reading
 
@@ -507,7 +561,8 @@ class StateManager:
             key: the key to release.
             operation: ARCHIVE, or DOWNGRADE (FACT and SYSTEM states only).
             reason: why, kept in the log (``"user_cancellation"``, ...).
-            step: the agent step of the request (default: the memory clock).
+            step: the agent step of the request (default: the memory clock); at
+                most ``max_step_skew`` ahead of the clock.
             cascade: also release every live state resting on ``key``, transitively.
 
         Returns:
@@ -517,13 +572,19 @@ class StateManager:
             MissingStateError: nothing live or pending for ``key``.
             NotReleasableError: DOWNGRADE of a state below FACT.
             UnknownAuthorityError: an unknown operation name.
+            ClockError: a bad ``step``.
         """
         op = parse_enum(ReleaseOperation, operation)
         if not isinstance(reason, str) or not reason.strip():
             raise InvalidRecordError("a release needs a non-empty reason")
+        if step is not None:
+            _check_step(step, "step")
 
         def txn(conn: Connection) -> tuple[ReleaseEntry, ...]:
-            at = read_clock(conn) if step is None else step
+            clock = read_clock(conn)
+            if step is not None:
+                self._check_ahead(step, clock, f"the release of {key!r}")
+            at = clock if step is None else step
             head = live_row(conn, key)
             if head is None:
                 pending = conn.execute(
@@ -551,7 +612,7 @@ class StateManager:
                     )
             return tuple(entries)
 
-        return self._transact(txn)
+        return self._transact(txn, key=key)
 
     def rollback(self, to_step: int, *, reason: str = "rollback") -> RollbackResult:
         """Undo the writes made after ``to_step`` (see the module docstring).
@@ -563,8 +624,7 @@ class StateManager:
         created after ``to_step`` are dropped. Cost: one pass over the live states
         (rollback is rare; everything else is an index lookup).
         """
-        if isinstance(to_step, bool) or not isinstance(to_step, int) or to_step < 0:
-            raise InvalidRecordError(f"to_step must be an int >= 0, got {to_step!r}")
+        _check_step(to_step, "to_step")
 
         def txn(conn: Connection) -> RollbackResult:
             at = read_clock(conn)
@@ -642,23 +702,41 @@ class StateManager:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _transact(self, fn: Callable[[Connection], _T]) -> _T:
-        # One transaction per call; a lost race (a conditional update that matched
-        # nothing, or a unique index refusing a second live version) reruns it whole.
-        for attempt in range(self.max_write_retries):
+    def _transact(self, fn: Callable[[Connection], _T], *, key: str | None = None) -> _T:
+        # One transaction per call. A lost race (a conditional update that matched
+        # nothing, a unique index refusing a second live version or version number, a
+        # serialization failure, a deadlock) reruns it whole after a jittered backoff,
+        # until the deadline; then the call fails loudly.
+        deadline = time.monotonic() + self.write_timeout_s
+        attempts = 0
+        while True:
             try:
                 with self.store.write() as conn:
+                    if key is not None and self.store.dialect == "postgresql":
+                        self._lock_key(conn, key)
                     return fn(conn)
-            except (Conflict, sa.exc.IntegrityError) as exc:
-                last: Exception = exc
-            except sa.exc.OperationalError as exc:
-                if not _transient(exc):
+            except Exception as exc:
+                if not _retryable(exc):
                     raise
                 last = exc
-            time.sleep(0.001 * 2**attempt)
-        raise WriteConflictError(
-            f"gave up after {self.max_write_retries} conflicting attempts: {last}"
-        ) from last
+            attempts += 1
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WriteConflictError(
+                    f"gave up after {attempts} conflicting attempts in "
+                    f"{self.write_timeout_s:g} s{'' if key is None else f' on {key!r}'}: "
+                    f"{type(last).__name__}: {last}"
+                ) from last
+            window = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** min(attempts, 16))
+            time.sleep(min(left, self._jitter.uniform(0.0, window)))
+
+    def _lock_key(self, conn: Connection, key: str) -> None:
+        # Writers of one key queue on a transaction-scoped advisory lock (released at
+        # commit or rollback, or when a killed writer's connection drops) instead of
+        # racing for the same version number. The store's lock_timeout bounds the wait.
+        # The schema is part of the lock's name (a schema name holds no ':'): stores
+        # sharing a database do not queue on each other's keys.
+        conn.execute(_LOCK_KEY, {"name": f"{self.store.schema or ''}:{key}"})
 
 
 def _resolve(head: StoredState | None, record: GovernedState) -> tuple[bool, str]:
@@ -681,7 +759,45 @@ def _expired(expires_step: int | None, clock: int) -> bool:
     return expires_step is not None and expires_step <= clock
 
 
-def _transient(exc: sa.exc.OperationalError) -> bool:
-    # PostgreSQL serialization failure / deadlock / lock not available; SQLite busy.
-    code = getattr(exc.orig, "sqlstate", None)
-    return code in {"40001", "40P01", "55P03"} or "locked" in str(exc.orig).lower()
+# PostgreSQL: unique violation, serialization failure, deadlock; and lock not
+# available, should a driver error reach here unwrapped by the store.
+_RETRY_SQLSTATES = frozenset({"23505", "40001", "40P01", "55P03"})
+
+
+def _retryable(exc: Exception) -> bool:
+    """Whether ``exc`` means a lost race (rerun the transaction), not a refusal or a bug.
+
+    A ``StoreError`` is the store's verdict (a lock waited out for its busy timeout,
+    a damaged or unreachable store) and is passed on as it is, like every refusal.
+    """
+    if isinstance(exc, Conflict):
+        return True
+    if not isinstance(exc, sa.exc.DBAPIError):
+        return False  # a refusal, the store's verdict, or a bug: rerunning cannot help
+    if getattr(exc.orig, "sqlstate", None) in _RETRY_SQLSTATES:
+        return True
+    text = str(exc.orig).lower()
+    if isinstance(exc, sa.exc.IntegrityError):
+        return "unique constraint failed" in text  # SQLite's unique violation
+    return isinstance(exc, sa.exc.OperationalError) and ("locked" in text or "busy" in text)
+
+
+def _is_step(step: object) -> bool:
+    return isinstance(step, int) and not isinstance(step, bool) and 0 <= step <= MAX_STEP
+
+
+def _check_step(step: object, what: str) -> None:
+    if not _is_step(step):
+        raise ClockError(f"{what} must be an int in 0..{MAX_STEP} (2**63 - 1), got {step!r}")
+
+
+def _check_storable_steps(record: Mapping[str, Any]) -> None:
+    # Only the range is checked here (the types are the model's to check): a step
+    # past what a store holds is the same ClockError as one too far ahead of the clock.
+    step, ttl = record.get("created_step"), record.get("ttl_steps")
+    ints = [v for v in (step, ttl) if isinstance(v, int) and not isinstance(v, bool)]
+    if any(v > MAX_STEP for v in ints) or (len(ints) == 2 and step + ttl > MAX_STEP):
+        raise ClockError(
+            f"created_step {step!r} and ttl_steps {ttl!r} of {record.get('key')!r} reach "
+            f"past the largest step a store holds ({MAX_STEP} = 2**63 - 1)"
+        )

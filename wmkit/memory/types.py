@@ -40,6 +40,7 @@ from wmkit.memory.errors import InvalidRecordError, UnknownAuthorityError
 __all__ = [
     "MAX_DEPENDENCIES",
     "MAX_KEY_LENGTH",
+    "MAX_STEP",
     "Authority",
     "GovernedState",
     "Lifecycle",
@@ -57,6 +58,9 @@ __all__ = [
 
 MAX_KEY_LENGTH = 256
 MAX_DEPENDENCIES = 64
+# The largest step a store holds (a signed 64-bit column on both backends): a record
+# past it could not be written, so it does not validate.
+MAX_STEP = 2**63 - 1
 # Printable, no surrounding whitespace: keys are identifiers, not prose.
 _KEY_RE = re.compile(r"[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?")
 
@@ -146,10 +150,11 @@ class GovernedState(BaseModel):
         value: any JSON value; its encoding is bounded by the manager's size limit.
         source: where it came from (``"user"``, ``"tool:search"``, ``"reasoning"``).
         authority: how far it may be trusted; decides conflicts.
-        created_step: agent step at which the information was produced (>= 0).
+        created_step: agent step at which the information was produced
+            (0..``MAX_STEP``; the manager also bounds it by its clock).
         created_at: wall-clock time of creation, timezone-aware (UTC by default).
-        ttl_steps: the state expires at ``created_step + ttl_steps`` (>= 1) and is
-            then released through the governor; None: no expiry.
+        ttl_steps: the state expires at ``created_step + ttl_steps`` (>= 1, at most
+            ``MAX_STEP``) and is then released through the governor; None: no expiry.
         dependencies: keys this state rests on, unique, not its own key; each must
             have a usable persisted state when this one is written.
         metadata: free JSON details (tool call id, turn, sub-type of the source).
@@ -161,9 +166,9 @@ class GovernedState(BaseModel):
     value: JsonValue
     source: StrictStr = Field(min_length=1, max_length=128)
     authority: Authority
-    created_step: StrictInt = Field(ge=0)
+    created_step: StrictInt = Field(ge=0, le=MAX_STEP)
     created_at: AwareDatetime = Field(default_factory=_now)
-    ttl_steps: StrictInt | None = Field(default=None, ge=1)
+    ttl_steps: StrictInt | None = Field(default=None, ge=1, le=MAX_STEP)
     dependencies: tuple[StrictStr, ...] = Field(default=(), max_length=MAX_DEPENDENCIES)
     metadata: dict[StrictStr, JsonValue] = Field(default_factory=dict)
 
@@ -188,6 +193,11 @@ class GovernedState(BaseModel):
         # The smallest dependency cycle; longer ones need the store to see.
         if self.key in self.dependencies:
             raise ValueError(f"state {self.key!r} lists itself as a dependency")
+        if self.ttl_steps is not None and self.created_step + self.ttl_steps > MAX_STEP:
+            raise ValueError(
+                f"created_step {self.created_step} + ttl_steps {self.ttl_steps} is past "
+                f"the largest step a store holds ({MAX_STEP})"
+            )
         return self
 
     @property
