@@ -20,31 +20,42 @@ is gone). Then, per episode:
   a stale fact about another entity (Booking's trip class behind a flight booking)
   is not counted, so this undercounts rather than overcounts;
 - ``stale use = (stale answers + stale decisions) / (answers + decisions)``.
+
+Every metric is a pure function of an :class:`~wmkit.evals.records.EpisodeRecord`
+(:func:`drift_series`, :func:`probe_outcomes`, :func:`stale_counts`), and
+:func:`score_episode` makes the results row from them, so a recorded run can be
+rescored with a new metric without replaying (``wmkit-score``).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from wmkit.evals.records import EpisodeRecord
 from wmkit.world.types import Fact, WorldState
 
 __all__ = [
     "BREAKAGE_BINS",
     "DRIFT_HORIZONS",
     "ProbeOutcome",
+    "ScoreFn",
     "StaleCounts",
     "TruthHistory",
     "breakage_by_chain",
     "breakage_half_life",
     "drift",
+    "drift_series",
     "drift_summary",
     "f1",
     "names_entity",
+    "probe_outcomes",
+    "score_episode",
+    "stale_counts",
 ]
 
 DRIFT_HORIZONS = (10, 50, 100, 200, 500)
@@ -209,3 +220,92 @@ class StaleCounts(NamedTuple):
         """Stale use: stale answers and decisions over all of them (NaN when none)."""
         total = self.answers + self.decisions
         return (self.stale_answers + self.stale_decisions) / total if total else float("nan")
+
+
+# --- metrics of an episode record --------------------------------------------------------
+
+ScoreFn = Callable[[EpisodeRecord], dict[str, Any]]
+"""Makes the JSON-ready results row of one episode record (:func:`score_episode`)."""
+
+
+States = Sequence[tuple[WorldState, WorldState]]
+"""``(tracked, truth)`` at every step: ``list(record.states())``, to rebuild them once."""
+
+
+def drift_series(record: EpisodeRecord, states: States | None = None) -> list[float]:
+    """Return drift at every step (index = step), final step included.
+
+    Each step compares the tracked state with the true facts of the entities mentioned
+    at that step or before (:func:`drift`). ``states``: the record's, when at hand.
+    """
+    mentioned: set[str] = set()
+    series = []
+    states = record.states() if states is None else states
+    for step, (tracked, truth) in zip(record.steps, states, strict=True):
+        mentioned.update(step.mentioned)
+        series.append(drift(tracked, truth, mentioned))
+    return series
+
+
+def probe_outcomes(record: EpisodeRecord) -> list[ProbeOutcome]:
+    """Return every probe as answered from the tracked state, in step then env order.
+
+    The probes of the final step are left out: the suite asks the probes of a step
+    before the agent acts on it, and no command follows the last one.
+    """
+    return [
+        ProbeOutcome(chain=t - probe.anchor_step, correct=answer == probe.answer, kind=probe.kind)
+        for t, step in enumerate(record.steps[:-1])
+        for probe, answer in zip(step.probes, step.answers, strict=True)
+    ]
+
+
+def stale_counts(record: EpisodeRecord, states: States | None = None) -> StaleCounts:
+    """Count stale answers and decisions over the episode (module docstring).
+
+    An answer at step t is judged against the truth of steps 0..t; the command sent
+    from step t (the action of step t + 1) by the tracked state of step t, the truth of
+    steps 0..t and the reward it got. The final step's probes are not answers
+    (:func:`probe_outcomes`). ``states``: the record's, when at hand.
+    """
+    history = TruthHistory()
+    states = record.states() if states is None else states
+    answers = stale_answers = stale_decisions = 0
+    # The last step's states are never used: no command follows it.
+    pairs = zip(record.steps, record.steps[1:], states, strict=False)
+    for step, after, (tracked, truth) in pairs:
+        history.observe(truth)
+        for probe, answer in zip(step.probes, step.answers, strict=True):
+            answers += 1
+            stale_answers += history.is_stale(probe.subject, probe.relation, answer)
+        if after.reward < 0 and any(
+            names_entity(after.action or "", fact.subject) for fact in history.stale_facts(tracked)
+        ):
+            stale_decisions += 1
+    return StaleCounts(answers, stale_answers, record.length, stale_decisions)
+
+
+def score_episode(record: EpisodeRecord) -> dict[str, Any]:
+    """Score one episode record: the results row of ``wmkit-eval`` (without its identity).
+
+    Returns:
+        A JSON-ready row: ``steps``, ``score``, ``max_score`` (the final step's),
+        ``drift`` (:func:`drift_summary`), ``drift_series`` (per step, rounded to 4
+        places), ``probes`` (``[chain, correct, kind]`` triples of
+        :func:`probe_outcomes`), ``stale`` (:func:`stale_counts` as a dict) and
+        ``stale_use`` (their share).
+    """
+    states = list(record.states())
+    series = drift_series(record, states)
+    stale = stale_counts(record, states)
+    last = record.steps[-1]
+    return {
+        "steps": record.length,
+        "score": last.score,
+        "max_score": last.max_score,
+        "drift": drift_summary(series),
+        "drift_series": [round(d, 4) for d in series],
+        "probes": [[o.chain, o.correct, o.kind] for o in probe_outcomes(record)],
+        "stale": stale._asdict(),
+        "stale_use": stale.share,
+    }

@@ -1,7 +1,11 @@
-"""Runs agents on environments and scores every step against ground truth.
+"""Runs agents on environments and records every step beside the ground truth.
 
-The env is always built with ``ground_truth=True``; the runner scores with it and hands
-each agent only its :meth:`~wmkit.agents.types.Agent.view` of ``info``.
+The env is always built with ``ground_truth=True``; the runner records the truth next
+to what the agent did and tracked, and hands each agent only its
+:meth:`~wmkit.agents.types.Agent.view` of ``info``. Playing and scoring are apart:
+:func:`play_episode` returns an :class:`~wmkit.evals.records.EpisodeRecord` and
+:func:`~wmkit.evals.metrics.score_episode` makes the results row from it;
+:func:`run_episode` does both.
 """
 
 from __future__ import annotations
@@ -13,17 +17,11 @@ import gymnasium
 import numpy as np
 
 from wmkit.agents.types import Agent
-from wmkit.evals.metrics import (
-    ProbeOutcome,
-    StaleCounts,
-    TruthHistory,
-    drift,
-    drift_summary,
-    names_entity,
-)
-from wmkit.world.types import Probe, WorldState
+from wmkit.evals.metrics import score_episode
+from wmkit.evals.records import EpisodeRecord, StepRecord
+from wmkit.world.types import Delta, Fact, Probe, Tracker, WorldState
 
-__all__ = ["make_env", "run_episode"]
+__all__ = ["make_env", "play_episode", "run_episode"]
 
 
 def make_env(env_id: str, horizon: int, kwargs: Mapping[str, Any]) -> gymnasium.Env:
@@ -33,68 +31,91 @@ def make_env(env_id: str, horizon: int, kwargs: Mapping[str, Any]) -> gymnasium.
     return gymnasium.make(env_id, horizon=horizon, ground_truth=True, **kwargs)
 
 
-def run_episode(env: gymnasium.Env, agent: Agent, seed: int) -> dict[str, Any]:
-    """Play one episode to its end and score the agent's tracked state at every step.
+def _delta(part: Mapping[str, Any]) -> Delta:
+    return Delta(
+        tuple(Fact(*f) for f in part.get("added", ())),
+        tuple(Fact(*f) for f in part.get("removed", ())),
+    )
 
-    Step 0 is the state after ``reset``; step t follows the t-th command. At each step
-    the runner records drift (ARCHITECTURE §4), answers every due probe from the
-    tracked state, and counts stale use from the true state's history (answers and
-    commands that rely on a released or superseded fact; see :mod:`~wmkit.evals.metrics`).
 
-    Returns:
-        A JSON-ready row: ``steps``, ``score``, ``max_score``, ``drift`` (summary),
-        ``drift_series`` (per step, rounded), ``probes`` (``[chain, correct, kind]``
-        triples), ``stale`` (the :class:`~wmkit.evals.metrics.StaleCounts` as a dict)
-        and ``stale_use`` (their share).
+def _prediction(tracker: Tracker) -> Delta | None:
+    predicted = getattr(tracker, "last_prediction", None)
+    if predicted is None:
+        return None
+    added, removed = predicted
+    return Delta(tuple(sorted(map(Fact._make, added))), tuple(sorted(map(Fact._make, removed))))
+
+
+class _Recorder:
+    """Makes the :class:`StepRecord` of each step, remembering the states of the last."""
+
+    __slots__ = ("tracked", "truth")
+
+    def __init__(self) -> None:
+        self.tracked = WorldState()
+        self.truth = WorldState()
+
+    def record(
+        self,
+        action: str | None,
+        observation: str,
+        reward: float,
+        info: Mapping[str, Any],
+        tracker: Tracker,
+        terminated: bool = False,
+        truncated: bool = False,
+    ) -> StepRecord:
+        tracked, truth = tracker.state, WorldState(info["wm.state"])
+        probes = tuple(Probe(*p) for p in info.get("wm.probes", ()))
+        delta = info.get("wm.delta", {})
+        step = StepRecord(
+            action=action,
+            observation=observation,
+            reward=float(reward),
+            believed=Delta.between(self.tracked, tracked),
+            predicted=_prediction(tracker),
+            truth=Delta.between(self.truth, truth),
+            true_action=_delta(delta.get("action", {})),
+            true_event=_delta(delta.get("event", {})),
+            mentioned=tuple(info.get("wm.mentioned", ())),
+            probes=probes,
+            answers=tuple(tracked.value(p.subject, p.relation) for p in probes),
+            score=int(info.get("score", 0)),
+            max_score=int(info.get("max_score", 0)),
+            terminated=bool(terminated),
+            truncated=bool(truncated),
+        )
+        self.tracked, self.truth = tracked, truth
+        return step
+
+
+def play_episode(env: gymnasium.Env, agent: Agent, seed: int) -> EpisodeRecord:
+    """Play one episode to its end and record every step; no scoring happens here.
+
+    Step 0 is the state after ``reset``; step t follows the t-th command. The policy
+    acts on the tracked state of the step it is at.
     """
     observation, info = env.reset(seed=seed)
     agent.tracker.reset(observation, agent.view(info))
     agent.policy.reset(np.random.default_rng(seed))
-    mentioned: set[str] = set()
-    series: list[float] = []
-    outcomes: list[ProbeOutcome] = []
-    history = TruthHistory()
-    stale_answers = stale_decisions = 0
-    step = 0
+    recorder = _Recorder()
+    steps = [recorder.record(None, observation, 0.0, info, agent.tracker)]
     while True:
-        mentioned.update(info["wm.mentioned"])
-        tracked = agent.tracker.state
-        truth = WorldState(info["wm.state"])
-        history.observe(truth)
-        series.append(drift(tracked, truth, mentioned))
-        for probe in info["wm.probes"]:
-            probe = Probe(*probe)
-            answer = tracked.value(probe.subject, probe.relation)
-            outcomes.append(
-                ProbeOutcome(
-                    chain=step - probe.anchor_step,
-                    correct=answer == probe.answer,
-                    kind=probe.kind,
-                )
-            )
-            stale_answers += history.is_stale(probe.subject, probe.relation, answer)
-        view = agent.view(info)
-        action = agent.policy.act(observation, view, tracked)
+        action = agent.policy.act(observation, agent.view(info), recorder.tracked)
         observation, reward, terminated, truncated, info = env.step(action)
-        if reward < 0 and any(
-            names_entity(action, fact.subject) for fact in history.stale_facts(tracked)
-        ):
-            stale_decisions += 1
-        step += 1
         agent.tracker.update(action, observation, agent.view(info))
+        steps.append(
+            recorder.record(action, observation, reward, info, agent.tracker, terminated, truncated)
+        )
         if terminated or truncated:
             break
-    # Score the final state too: the last command's effects count.
-    mentioned.update(info["wm.mentioned"])
-    series.append(drift(agent.tracker.state, WorldState(info["wm.state"]), mentioned))
-    stale = StaleCounts(len(outcomes), stale_answers, step, stale_decisions)
-    return {
-        "steps": step,
-        "score": int(info.get("score", 0)),
-        "max_score": int(info.get("max_score", 0)),
-        "drift": drift_summary(series),
-        "drift_series": [round(d, 4) for d in series],
-        "probes": [[o.chain, o.correct, o.kind] for o in outcomes],
-        "stale": stale._asdict(),
-        "stale_use": stale.share,
-    }
+    return EpisodeRecord(seed=seed, agent=agent.name, oracle=agent.oracle, steps=tuple(steps))
+
+
+def run_episode(env: gymnasium.Env, agent: Agent, seed: int) -> dict[str, Any]:
+    """Play one episode and score it: ``score_episode(play_episode(env, agent, seed))``.
+
+    Returns:
+        The JSON-ready row of :func:`~wmkit.evals.metrics.score_episode`.
+    """
+    return score_episode(play_episode(env, agent, seed))

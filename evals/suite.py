@@ -3,24 +3,25 @@
 Library code takes the validated :class:`EvalConfig`, never a Hydra ``DictConfig``.
 A run is resumable: episodes already in ``results.jsonl`` are skipped.
 
-An agent whose tracker takes a ``memory`` argument (governed memory, seed 002) gets a
-fresh :class:`~wmkit.memory.StateManager` for each episode, from the ``memory`` config
-(:class:`MemorySpec`): by default a SQLite file under the run folder
-(``memory/<env>__h<horizon>__<agent>__s<seed>.db``), or a PostgreSQL schema of its own.
-A policy that takes an ``env`` argument (the search policies) gets the episode's live env.
+What a config cannot hold comes from the episode, passed by name by one build step
+(:func:`build_agent`) to the parts that list it in their agent's ``needs``
+(:class:`Needs`): the env's text reader, the live env (an ``env_snapshot`` simulator),
+and a fresh :class:`~wmkit.memory.StateManager` for each episode (governed memory, seed
+002), from the ``memory`` config (:class:`MemorySpec`): by default a SQLite file under
+the run folder (``memory/<env>__h<horizon>__<agent>__s<seed>.db``), or a PostgreSQL
+schema of its own.
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import re
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 import sqlalchemy as sa
-from hydra.utils import get_class, instantiate
+from hydra.utils import instantiate
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -28,15 +29,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from wmkit.agents.types import Agent
 from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated
 from wmkit.evals.leaderboard import write_leaderboard
+from wmkit.evals.metrics import score_episode
+from wmkit.evals.records import EpisodeRecord, record_path, write_record
 from wmkit.evals.results import ResultsFile, episode_key
-from wmkit.evals.runner import make_env, run_episode
-from wmkit.memory import StateManager
+from wmkit.evals.runner import make_env, play_episode
+from wmkit.memory import StateManager, sqlite_files
 
 __all__ = [
     "AgentSpec",
     "EnvSpec",
     "EvalConfig",
     "MemorySpec",
+    "Needs",
     "build_agent",
     "fingerprint",
     "run_suite",
@@ -64,12 +68,47 @@ class EnvSpec(_Strict):
     heartbeat_timeout: float = Field(default=120.0, gt=0)
 
 
+TrackerArg = Literal["reader", "memory"]
+SimulatorArg = Literal["env", "reader"]
+
+
+class Needs(_Strict):
+    """The episode's runtime arguments an agent's parts take, by name.
+
+    A config cannot hold the live env, the env's text reader or a fresh memory store. A
+    part that takes one is a ``_partial_: true`` node, and :func:`build_agent` completes
+    it with exactly the arguments listed here (keyword arguments of these names), and
+    nothing else: ``reader`` is the env's text reader (``env.unwrapped.reader``),
+    ``memory`` a fresh store per episode (the ``memory`` config), ``env`` the live env.
+
+    Attributes:
+        tracker: what the tracker takes (``reader``, ``memory``).
+        simulator: what the policy's ``simulator`` node takes (``env``, ``reader``).
+    """
+
+    tracker: tuple[TrackerArg, ...] = ()
+    simulator: tuple[SimulatorArg, ...] = ()
+
+    @field_validator("tracker", "simulator")
+    @classmethod
+    def _once(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(names)) != len(names):
+            raise ValueError(f"an argument is listed twice: {list(names)}")
+        return names
+
+
 class AgentSpec(_Strict):
-    """An agent of the suite: a tracker and a policy, each a Hydra ``_target_`` node."""
+    """An agent of the suite: a tracker and a policy, each a Hydra ``_target_`` node.
+
+    The policy node may hold a ``simulator`` node (``configs/simulator/``), built first
+    and passed to the policy. ``needs`` lists the runtime arguments of the tracker and
+    the simulator; a part listed there must be a ``_partial_: true`` node.
+    """
 
     tracker: dict[str, Any]
     policy: dict[str, Any]
     oracle: bool = False
+    needs: Needs = Field(default_factory=Needs)
 
     @field_validator("tracker", "policy")
     @classmethod
@@ -78,6 +117,22 @@ class AgentSpec(_Strict):
         if not isinstance(target, str) or not target.startswith(TARGET_PREFIX):
             raise ValueError(f"_target_ must name a class under {TARGET_PREFIX!r}, got {target!r}")
         return node
+
+    @model_validator(mode="after")
+    def _needs_partial_nodes(self) -> AgentSpec:
+        simulator = self.policy.get("simulator")
+        for part, node, names in (
+            ("tracker", self.tracker, self.needs.tracker),
+            ("simulator", simulator, self.needs.simulator),
+        ):
+            if names and not (isinstance(node, dict) and node.get("_partial_") is True):
+                target = node.get("_target_") if isinstance(node, dict) else None
+                raise ValueError(
+                    f"needs.{part} lists {list(names)}, but the {part} ({target}) is not a "
+                    f"`_partial_: true` node that takes them; list only what it takes "
+                    f"(needs.{part}=[] when it takes nothing)"
+                )
+        return self
 
 
 class MemorySpec(_Strict):
@@ -116,6 +171,8 @@ class EvalConfig(_Strict):
     memory: MemorySpec = Field(default_factory=MemorySpec)
     resume: bool = True
     progress: bool = True
+    records: bool = True
+    """Keep each episode's record in ``<run folder>/records/``, for ``wmkit-score``."""
 
 
 class MemoryPlan(NamedTuple):
@@ -127,8 +184,7 @@ class MemoryPlan(NamedTuple):
 
 
 def _needs_memory(spec: AgentSpec) -> bool:
-    params = inspect.signature(get_class(spec.tracker["_target_"])).parameters
-    return "memory" in params and "memory" not in spec.tracker
+    return "memory" in spec.needs.tracker
 
 
 def _memory_plan(
@@ -145,8 +201,7 @@ def _memory_plan(
 def _open_memory(plan: MemoryPlan) -> StateManager:
     """Open an empty store for one episode, wiping what a killed earlier try left."""
     if plan.schema is None:
-        path = Path(plan.url)
-        for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        for leftover in sqlite_files(plan.url):
             leftover.unlink(missing_ok=True)
     else:
         engine = sa.create_engine(plan.url)
@@ -163,42 +218,62 @@ def _close_memory(memory: StateManager, plan: MemoryPlan) -> None:
         memory.store.drop()
     memory.close()
     if not plan.keep and plan.schema is None:
-        for path in (plan.url, f"{plan.url}-wal", f"{plan.url}-shm"):
-            Path(path).unlink(missing_ok=True)
+        for path in sqlite_files(plan.url):
+            path.unlink(missing_ok=True)
 
 
 def build_agent(name: str, spec: AgentSpec, env: Any, memory: StateManager | None = None) -> Agent:
-    """Build agent ``name`` from its spec for ``env``.
+    """Build agent ``name`` from its spec for ``env``: the one build step.
 
-    What the config cannot hold comes from the episode: the env's ``reader`` goes to a
-    tracker that takes one (optional readers only when the env has one), ``memory`` to
-    a tracker that takes a store, and the live env to a policy that takes ``env``.
+    Runtime arguments enter here only, and only as ``spec.needs`` lists them: the
+    policy's ``simulator`` node is built and completed with its listed arguments (the
+    live ``env``, the env's ``reader``) and passed to the policy as ``simulator``; the
+    tracker node is completed with its own (``reader``, ``memory``).
 
     Raises:
-        ValueError: the tracker requires a reader or a store that is not there.
+        ValueError: a listed argument is not there (the env has no reader, no store
+            was given).
+        TypeError: a part does not take what its ``needs`` list.
     """
-    tracker_node = dict(spec.tracker)
-    params = inspect.signature(get_class(tracker_node["_target_"])).parameters
-    if "reader" in params and "reader" not in tracker_node:
-        reader = getattr(env.unwrapped, "reader", None)
-        if reader is not None:
-            tracker_node["reader"] = reader
-        elif params["reader"].default is inspect.Parameter.empty:
-            raise ValueError(f"agent {name!r}: its tracker needs a reader and the env has none")
-    if "memory" in params and "memory" not in tracker_node:
-        if memory is None:
-            raise ValueError(f"agent {name!r}: its tracker needs a memory store and none was given")
-        tracker_node["memory"] = memory
+    given = {"env": env, "reader": getattr(env.unwrapped, "reader", None), "memory": memory}
     policy_node = dict(spec.policy)
-    # Search policies simulate with the live env (env_snapshot): they get it like a reader.
-    if "env" in inspect.signature(get_class(policy_node["_target_"])).parameters:
-        policy_node.setdefault("env", env)
+    simulator_node = policy_node.pop("simulator", None)
+    if simulator_node is not None:
+        policy_node["simulator"] = _build_part(
+            name, "simulator", simulator_node, spec.needs.simulator, given
+        )
     return Agent(
         name=name,
-        tracker=instantiate(tracker_node),
+        tracker=_build_part(name, "tracker", spec.tracker, spec.needs.tracker, given),
         policy=instantiate(policy_node),
         oracle=spec.oracle,
     )
+
+
+_ABSENT = {
+    "reader": "a reader and the env has none",
+    "memory": "a memory store and none was given",
+    "env": "the live env and none was given",
+}
+
+
+def _build_part(
+    agent: str, part: str, node: dict[str, Any], names: tuple[str, ...], given: dict[str, Any]
+) -> Any:
+    """Instantiate ``node``; a partial one is called with the ``names`` of ``given``."""
+    built = instantiate(node)
+    if node.get("_partial_") is not True:
+        return built
+    for arg in names:
+        if given[arg] is None:
+            raise ValueError(f"agent {agent!r}: its {part} needs {_ABSENT[arg]}")
+    try:
+        return built(**{arg: given[arg] for arg in names})
+    except TypeError as err:
+        raise TypeError(
+            f"agent {agent!r}: its {part} ({node['_target_']}) was given {list(names)} "
+            f"(needs.{part}): {err}"
+        ) from err
 
 
 def _episode(
@@ -210,7 +285,7 @@ def _episode(
     seed: int,
     heartbeat: bool = False,
     memory_plan: MemoryPlan | None = None,
-) -> tuple[dict[str, Any], bool]:
+) -> EpisodeRecord:
     """Build the env and agent and play one episode; runs in a worker when isolated.
 
     With a ``memory_plan`` the episode gets a fresh store there, closed afterwards.
@@ -221,7 +296,7 @@ def _episode(
     memory = None if memory_plan is None else _open_memory(memory_plan)
     try:
         agent = build_agent(agent_name, agent_spec, env, memory)
-        return run_episode(env, agent, seed), agent.oracle
+        return play_episode(env, agent, seed)
     finally:
         env.close()
         if memory is not None:
@@ -256,7 +331,8 @@ def run_suite(
 
     Args:
         config: the validated suite.
-        out_dir: where ``results.jsonl``, ``leaderboard.md`` and the plot go.
+        out_dir: where ``results.jsonl``, ``leaderboard.md``, the plot and (with
+            ``config.records``) the episode records (``records/``) go.
         variant: a label for this run's settings (a sweep job's overrides), kept in every
             row so a merged sweep leaderboard keeps the jobs apart.
         console: rich console for progress (a quiet one when None).
@@ -309,30 +385,39 @@ def run_suite(
                 if _needs_memory(agent_spec)
                 else None
             )
-            row: dict[str, Any]
+            record: EpisodeRecord | None = None
+            failed = ""
             if spec.isolate:
                 label = str(spec.kwargs.get("game", spec.id))
                 try:
-                    row, oracle = run_isolated(
+                    record = run_isolated(
                         _episode, *args, True, plan_memory,
                         label=label, heartbeat_timeout=spec.heartbeat_timeout,
                     )  # fmt: skip
                 except EpisodeFailed as err:
                     console.print(f"[red]episode failed[/red] {env_name} seed={seed}: {err}")
-                    row, oracle = {"failed": str(err)}, agent_spec.oracle
+                    failed = str(err)
             else:
-                row, oracle = _episode(*args, memory_plan=plan_memory)
-            row.update(
+                record = _episode(*args, memory_plan=plan_memory)
+            identity = dict(
                 env=env_name,
                 env_id=spec.id,
                 horizon=horizon,
                 seed=seed,
                 agent=agent_name,
-                oracle=oracle,
+                oracle=agent_spec.oracle if record is None else record.oracle,
                 variant=variant,
                 spec=specs[(env_name, agent_name)],
             )
-            results.append(row)
+            where = record_path(out, env_name, horizon, agent_name, seed)
+            if record is None:
+                row: dict[str, Any] = {"failed": failed}
+                where.unlink(missing_ok=True)  # a finished earlier try's record is not this row's
+            else:
+                row = score_episode(record)
+                if config.records:  # before the row: every finished row has its record
+                    write_record(where, record, identity)
+            results.append(row | identity)
             bar.advance(task)
     paths = write_leaderboard(list(results.rows()), out)
     return {"results": results.path, **paths}

@@ -42,9 +42,10 @@ import torch
 from rich.console import Console
 
 import wmkit.envs  # noqa: F401  (registers the wmkit/ ids)
+from wmkit.agents.mcts import MCTSPolicy
 from wmkit.knowledge.recording import Recorder, TrajectoryWriter, record_random
 from wmkit.scripts.search_experiments import _play, iqm
-from wmkit.search.policy import MCTSPolicy
+from wmkit.search.simulators import EnvSnapshotSimulator
 from wmkit.search.types import Budget, Transition
 from wmkit.search.value_net import ValueNet, load_value_net
 from wmkit.search.values import HeuristicValue, HybridValue, ValueNetValue
@@ -182,15 +183,16 @@ def search_comparison(args: argparse.Namespace) -> None:
         heuristic = HeuristicValue()
         return lambda t: heuristic(t) + net(t)
 
+    def mcts(env: Any, value_fn: Callable[[Transition], float] | None = None) -> MCTSPolicy:
+        sim = EnvSnapshotSimulator(env)
+        return MCTSPolicy(sim, budget=budget, discount=args.discount, value_fn=value_fn)
+
     variants: dict[str, Callable[[Any], Any]] = {
         # value_fn=None: the policy's own heuristic, reset every episode.
-        "heuristic": lambda env: MCTSPolicy(env, budget=budget, discount=args.discount),
-        "value_net": lambda env: MCTSPolicy(env, budget=budget, discount=args.discount,
-                                            value_fn=net),
-        "hybrid": lambda env: MCTSPolicy(env, budget=budget, discount=args.discount,
-                                         value_fn=hybrid()),
-        "heuristic+net": lambda env: MCTSPolicy(env, budget=budget, discount=args.discount,
-                                                value_fn=summed()),
+        "heuristic": lambda env: mcts(env),
+        "value_net": lambda env: mcts(env, net),
+        "hybrid": lambda env: mcts(env, hybrid()),
+        "heuristic+net": lambda env: mcts(env, summed()),
     }  # fmt: skip
     print(f"Vault load={args.load}, {args.steps} steps, {args.sims} simulations/step, depth "
           f"{args.depth}, seeds {args.first_seed}..{args.first_seed + args.seeds - 1}; "

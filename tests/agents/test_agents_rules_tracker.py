@@ -3,13 +3,14 @@
 import gymnasium
 import pytest
 from hydra import compose, initialize_config_module
-from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 import wmkit.envs  # noqa: F401  (registers the wmkit/* ids)
 from wmkit.agents.policies import RandomPolicy
 from wmkit.agents.trackers import RulesTracker, WindowTracker
 from wmkit.agents.types import Agent
 from wmkit.evals.runner import make_env, run_episode
+from wmkit.evals.suite import EvalConfig, build_agent
 from wmkit.knowledge.recording import Recorder, record_random
 from wmkit.knowledge.rules import Atom, Lexicon, Rule, RulesError, RuleSet
 from wmkit.trainers.distill import CountingDistiller, transitions_from_rows
@@ -96,8 +97,10 @@ def test_the_rules_agent_config_builds_the_tracker(parcel_rules):
         config = compose(
             "eval", overrides=["agents=[rules]", f"agents.rules.tracker.rules={parcel_rules}"]
         )
-    node = dict(config.agents.rules.tracker)
-    node["reader"] = gymnasium.make(PARCEL).unwrapped.reader
-    tracker = instantiate(node)
+    spec = EvalConfig.model_validate(OmegaConf.to_container(config, resolve=True)).agents["rules"]
+    env = gymnasium.make(PARCEL)
+    tracker = build_agent("rules", spec, env).tracker  # the env's reader, as needs lists it
     assert isinstance(tracker, RulesTracker) and len(tracker.rules) > 0
-    assert tracker.observation is True
+    assert tracker.observation is True and tracker.reader is env.unwrapped.reader
+    alone = spec.model_copy(update={"needs": spec.needs.model_copy(update={"tracker": ()})})
+    assert build_agent("rules", alone, env).tracker.reader is None  # the rules alone

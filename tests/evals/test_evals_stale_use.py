@@ -15,7 +15,7 @@ from wmkit.agents.policies import BookingPolicy
 from wmkit.agents.trackers import ClaimMemory
 from wmkit.agents.types import Agent
 from wmkit.evals.leaderboard import render_markdown, summarise
-from wmkit.evals.metrics import StaleCounts, TruthHistory, names_entity
+from wmkit.evals.metrics import StaleCounts, TruthHistory, names_entity, score_episode
 from wmkit.evals.runner import make_env, run_episode
 from wmkit.evals.suite import (
     EvalConfig,
@@ -144,10 +144,10 @@ def test_a_short_booking_episode_for_both_agents(tmp_path):
         with StateManager.open(str(tmp_path / f"m{epsilon}.db")) as memory:
             governed = GovernedTracker(env.unwrapped.reader, memory, **LABELS)
             rows["governed", epsilon] = run_episode(
-                env, Agent("governed", governed, BookingPolicy(epsilon)), 0
+                env, Agent("governed", governed, BookingPolicy(epsilon)), 1
             )
         plain = DictTracker(env.unwrapped.reader, **LABELS)
-        rows["dict", epsilon] = run_episode(env, Agent("dict", plain, BookingPolicy(epsilon)), 0)
+        rows["dict", epsilon] = run_episode(env, Agent("dict", plain, BookingPolicy(epsilon)), 1)
     # A policy that only sends commands the desk accepts: both memories read Booking's
     # text exactly, so neither holds anything stale.
     assert rows["governed", 0.0]["stale_use"] == rows["dict", 0.0]["stale_use"] == 0.0
@@ -210,7 +210,7 @@ def test_the_suite_gives_each_governed_episode_its_own_sqlite_file(tmp_path):
     stale = {r["agent"]: r["stale_use"] for r in rows}
     assert stale["governed"] == 0.0 < stale["dict"], stale
     files = sorted(p.name for p in (tmp_path / "memory").iterdir())
-    assert files == ["booking__h20__governed__s0.db"]
+    assert files == ["booking__h20__governed__s0.db", "booking__h20__governed__s0.db.commits"]
     with StateManager.open(str(tmp_path / "memory" / files[0])) as memory:
         assert memory.step == 20 and memory.live_states()  # the episode's audit trail
     assert "stale use [95% CI]" in (tmp_path / "leaderboard.md").read_text()
@@ -220,8 +220,8 @@ def test_the_suite_gives_each_governed_episode_its_own_sqlite_file(tmp_path):
     Path(plan.url).parent.mkdir()
     with StateManager.open(plan.url) as leftover:
         leftover.set_state("x|y", "stale", source="t", authority="FACT", step=5)
-    row, _ = _episode("wmkit/Booking-v0", 20, {}, "governed", spec, 0, memory_plan=plan)
-    assert row["drift"]["mean"] == 0.0
+    record = _episode("wmkit/Booking-v0", 20, {}, "governed", spec, 0, memory_plan=plan)
+    assert score_episode(record)["drift"]["mean"] == 0.0
     assert list((tmp_path / "gone").iterdir()) == []
 
 

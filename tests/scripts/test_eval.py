@@ -178,3 +178,62 @@ def test_every_env_option_composes_and_validates():
     assert ids == set(ENV_IDS)
     assert all(isinstance(spec, EnvSpec) for spec in config.envs.values())
     assert config.envs["extra_jericho"].isolate and not config.envs["extra_parcel"].isolate
+
+
+SCORE = [sys.executable, "-m", "wmkit.scripts.score"]
+ONE_ENV = ["~env@envs.booking", "~env@envs.smarthome", "~env@envs.vault"]
+
+
+def _score(*args, cwd, check=True, env=None):
+    proc = subprocess.run(
+        [*SCORE, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_a_recorded_run_is_rescored_by_wmkit_score_without_replaying(tmp_path):
+    run_dir = tmp_path / "run"
+    _run("experiment=debug", *ONE_ENV, "seeds=[0]", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    rows = _rows(run_dir)
+    assert len(rows) == 2 * len(AGENTS)  # horizons x agents
+    assert len(list((run_dir / "records").glob("*.jsonl.gz"))) == len(rows)
+    (run_dir / "results.jsonl").unlink()
+    (run_dir / "leaderboard.md").unlink()
+    proc = _score(str(run_dir), cwd=tmp_path)
+    assert f"rescored {len(rows)} episodes" in proc.stdout
+    key = lambda r: (r["horizon"], r["agent"])  # noqa: E731
+    assert sorted(_rows(run_dir), key=key) == sorted(rows, key=key)
+    assert "oracle †" in (run_dir / "leaderboard.md").read_text()
+    # A new metric from a module of one's own, on every row.
+    (tmp_path / "mymetrics.py").write_text(
+        "from wmkit.evals.metrics import score_episode\n"
+        "def score(record):\n"
+        "    return score_episode(record) | {'observed_chars': "
+        "sum(len(s.observation) for s in record.steps)}\n"
+    )
+    env = os.environ | {"PYTHONPATH": str(tmp_path)}
+    _score(str(run_dir), "--scorer", "mymetrics:score", cwd=tmp_path, env=env)
+    new = _rows(run_dir)
+    assert len(new) == len(rows) and all(r["observed_chars"] > 0 for r in new)
+
+
+def test_wmkit_score_explains_itself_and_its_errors(tmp_path):
+    proc = _score("--help", cwd=tmp_path)
+    assert "Rescore a finished wmkit-eval run" in proc.stdout
+    assert "records=true" in proc.stdout and "--scorer MODULE:FUNCTION" in proc.stdout
+    run_dir = tmp_path / "run"
+    _run(
+        "experiment=debug", *ONE_ENV, "agents=[window]", "seeds=[0]", "records=false",
+        f"hydra.run.dir={run_dir}", cwd=tmp_path,
+    )  # fmt: skip
+    before = (run_dir / "results.jsonl").read_bytes()
+    proc = _score(str(run_dir), cwd=tmp_path, check=False)
+    assert proc.returncode == 2
+    assert "has no episode records" in proc.stderr and "records=true" in proc.stderr
+    assert (run_dir / "results.jsonl").read_bytes() == before
+    proc = _score(str(run_dir), "--scorer", "nowhere:score", cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "cannot load 'nowhere:score'" in proc.stderr
+    proc = _score(str(tmp_path / "missing"), cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "no such run folder" in proc.stderr

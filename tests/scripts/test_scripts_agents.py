@@ -1,4 +1,5 @@
-"""The search agents' Hydra configs: composition, every search/value option, a tiny run."""
+"""The search agents' Hydra configs: composition, every search/value/simulator option,
+the runtime arguments the build step passes, a tiny run."""
 
 import json
 import subprocess
@@ -8,14 +9,19 @@ import pytest
 from hydra import compose, initialize_config_module
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
+from pydantic import ValidationError
 
-from wmkit.agents.policies import RandomPolicy
-from wmkit.agents.trackers import NullTracker
+from wmkit.agents.mcts import MCTSPolicy
+from wmkit.agents.policies import LookaheadGreedyPolicy, RandomPolicy
+from wmkit.agents.self_correcting import SelfCorrectingPolicy
+from wmkit.agents.trackers import NullTracker, WindowTracker
+from wmkit.envs.vault.naive_rules import NaiveVaultRules
 from wmkit.evals.runner import make_env, run_episode
-from wmkit.evals.suite import EvalConfig, build_agent
-from wmkit.search.policy import LookaheadGreedyPolicy, MCTSPolicy
+from wmkit.evals.suite import AgentSpec, EvalConfig, build_agent
+from wmkit.knowledge.rules import RuleSet
+from wmkit.search.rules_sim import RulesSimulator
 from wmkit.search.search import PUCT, UCB1
-from wmkit.search.self_correcting import SelfCorrectingPolicy
+from wmkit.search.simulators import EnvSnapshotSimulator
 from wmkit.search.values import HeuristicValue, HybridValue
 
 SEARCH_AGENTS = ["mcts", "self_correcting", "mcts_rules", "random"]
@@ -39,9 +45,59 @@ def test_search_agents_compose_validate_and_build_with_the_live_env():
     assert isinstance(mcts, MCTSPolicy) and mcts.simulator.env is env.unwrapped
     assert isinstance(mcts.select_fn, UCB1) and isinstance(mcts.value_fn, HeuristicValue)
     assert mcts.budget.simulations == 64
+    assert isinstance(agents["mcts"].tracker, WindowTracker)  # given the env's reader
+    assert agents["mcts"].tracker.reader is env.unwrapped.reader
     sc, plain = agents["self_correcting"].policy, agents["mcts_rules"].policy
-    assert isinstance(sc, SelfCorrectingPolicy) and sc.correct and not plain.correct
+    # Plain MCTS exists once: mcts_rules is the same MCTSPolicy, over the rules simulator.
+    assert isinstance(sc, SelfCorrectingPolicy) and type(plain) is MCTSPolicy
+    assert isinstance(sc.mcts, MCTSPolicy)  # the self-correcting policy searches through it
+    for policy in (sc, plain):
+        assert isinstance(policy.simulator, RulesSimulator)
+        assert isinstance(policy.simulator.rules, NaiveVaultRules)
+    assert sc.simulator is not plain.simulator  # one model per agent (each learns its own)
     assert sc.value_fn.novelty_weight == 0.1 and sc.max_backtrack == 3
+    assert plain.value_fn.novelty_weight == 0.1 and plain.budget.simulations == 100
+
+
+def test_runtime_arguments_go_where_needs_says_and_nowhere_else():
+    cfg = _compose(
+        "agents=[self_correcting]",
+        "simulator@agents.self_correcting.policy.simulator=env_snapshot",
+        "agents.self_correcting.needs.simulator=[env,reader]",
+    )
+    spec = EvalConfig.model_validate(OmegaConf.to_container(cfg, resolve=True)).agents[
+        "self_correcting"
+    ]
+    env = make_env("wmkit/Parcel-v0", 20, {})
+    try:
+        sim = build_agent("self_correcting", spec, env).policy.simulator
+        assert isinstance(sim, EnvSnapshotSimulator) and sim.env is env.unwrapped
+        assert sim.reader is env.unwrapped.reader
+        # Without reader in needs the simulator is given the env only: no reader.
+        needs = spec.needs.model_copy(update={"simulator": ("env",)})
+        only_env = spec.model_copy(update={"needs": needs})
+        assert build_agent("self_correcting", only_env, env).policy.simulator.reader is None
+    finally:
+        env.close()
+
+
+def test_needs_that_name_a_part_which_takes_nothing_stop_with_a_clear_error():
+    # Swapping the tracker for one that takes nothing: the listed reader has nowhere to go.
+    cfg = _compose("agents=[mcts]", "tracker@agents.mcts.tracker=none")
+    raw = OmegaConf.to_container(cfg, resolve=True)
+    with pytest.raises(ValidationError, match=r"needs.tracker lists \['reader'\]"):
+        EvalConfig.model_validate(raw)
+    raw["agents"]["mcts"]["needs"]["tracker"] = []
+    spec = EvalConfig.model_validate(raw).agents["mcts"]
+    assert "_partial_" not in spec.tracker
+    node = raw["agents"]["mcts"]
+    random = {"_target_": "wmkit.agents.policies.RandomPolicy"}
+    with pytest.raises(ValidationError, match=r"needs\.simulator lists \['env'\]"):
+        AgentSpec.model_validate({**node, "needs": {"simulator": ["env"]}, "policy": random})
+    with pytest.raises(ValidationError, match="listed twice"):
+        AgentSpec.model_validate({**node, "needs": {"simulator": ["env", "env"]}})
+    with pytest.raises(ValidationError, match="memory"):  # memory is the tracker's only
+        AgentSpec.model_validate({**node, "needs": {"simulator": ["memory"]}})
 
 
 def test_group_overrides_swap_the_search_and_value_parts():
@@ -66,6 +122,22 @@ def test_every_search_and_value_option_instantiates():
             for option, kind in zip(options, kinds, strict=True):
                 cfg = compose(f"{group}/{option}")
                 assert isinstance(instantiate(cfg[group]), kind)
+
+
+def test_every_simulator_option_instantiates(tmp_path):
+    rules = RuleSet([]).save(tmp_path / "rules.jsonl")
+    env = make_env("wmkit/Vault-v0", 20, {"load": 1})
+    try:
+        with initialize_config_module("wmkit.configs", version_base="1.3"):
+            # env_snapshot is partial: the live env completes it (the build step's job).
+            partial = instantiate(compose("simulator/env_snapshot").simulator)
+            assert isinstance(partial(env=env), EnvSnapshotSimulator)
+            naive = instantiate(compose("simulator/naive_vault").simulator)
+            assert isinstance(naive, RulesSimulator) and isinstance(naive.rules, NaiveVaultRules)
+            cfg = compose("simulator/rules", overrides=[f"simulator.path={rules}"])
+            assert isinstance(instantiate(cfg.simulator), RulesSimulator)
+    finally:
+        env.close()
 
 
 def test_tiny_wmkit_eval_run_with_search_agents_on_vault(tmp_path):
@@ -107,7 +179,7 @@ def test_game_agents_build_and_play_on_a_jericho_game(games_dir):
         window = EvalConfig.model_validate(
             OmegaConf.to_container(_compose("agents=[window]"), resolve=True)
         ).agents["window"]
-        with pytest.raises(ValueError, match="needs a reader"):
+        with pytest.raises(ValueError, match="tracker needs a reader and the env has none"):
             build_agent("window", window, env)
         row = run_episode(env, agents["random_games"], 0)
         greedy_row = run_episode(env, agents["greedy_games"], 0)

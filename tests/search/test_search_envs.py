@@ -1,4 +1,4 @@
-"""The env_snapshot simulator and MCTSPolicy on real envs, and the value functions.
+"""The env_snapshot simulator (searched by MCTSPolicy) on real envs, and the value functions.
 
 The central check: searching from the live env leaves the real episode exactly as it
 would have been without any search (same observations, rewards, flags and info, ground
@@ -14,13 +14,12 @@ import numpy as np
 import pytest
 
 import wmkit.envs  # noqa: F401  (registers the wmkit/ ids)
-from wmkit.agents.policies import RandomPolicy
+from wmkit.agents.mcts import MCTSPolicy
 from wmkit.search import (
     Budget,
     EnvSnapshotSimulator,
     HeuristicValue,
     HybridValue,
-    MCTSPolicy,
     Proposal,
     TokenKey,
     Transition,
@@ -71,51 +70,11 @@ def play(env, seed: int, actions: list[str] | None, steps: int, policy=None):
 def test_search_leaves_the_diagnostic_episode_unchanged(env_id, params):
     env = gymnasium.make(env_id, horizon=60, ground_truth=True, **params)
     expected, actions = play(env, 5, None, 12)
-    policy = MCTSPolicy(env, budget=40)
+    policy = MCTSPolicy(EnvSnapshotSimulator(env), budget=40)
     got, _ = play(env, 5, actions, len(actions), policy)
     assert got == expected
     assert policy.simulator.steps >= 12 * 30  # it did search (transpositions save steps)
     assert policy.last is not None and policy.last.simulations == 40
-
-
-def test_mcts_earns_more_than_random_play_on_parcel():
-    # Parcel pays +1 for a reroute to the requested address and -1 for a wrong one;
-    # the exact simulator lets 40 simulations a step find the paying reroutes.
-    for seed in range(3):
-        returns = {}
-        for name in ("mcts", "random"):
-            env = gymnasium.make("wmkit/Parcel-v0", load=3, horizon=30)
-            policy = MCTSPolicy(env, budget=40) if name == "mcts" else RandomPolicy()
-            policy.reset(np.random.default_rng(seed))
-            observation, info = env.reset(seed=seed)
-            total = 0.0
-            for _ in range(30):
-                action = policy.act(observation, info, NOTHING)
-                observation, reward, terminated, truncated, info = env.step(action)
-                total += reward
-                if terminated or truncated:
-                    break
-            returns[name] = total
-        # Net positive: more paying reroutes than wrong ones, and better than chance.
-        assert returns["mcts"] >= 3 and returns["mcts"] > returns["random"], returns
-
-
-def test_policy_reuses_the_subtree_of_the_action_taken():
-    env = gymnasium.make("wmkit/Vault-v0", load=1, horizon=40, ground_truth=True)
-    policy = MCTSPolicy(env, budget=30)
-    policy.reset(np.random.default_rng(0))
-    observation, info = env.reset(seed=0)
-    action = policy.act(observation, info, NOTHING)
-    carried = policy.last.visits[action]
-    observation, *_, info = env.step(action)
-    policy.act(observation, info, NOTHING)
-    tree = policy.last.tree
-    assert tree.visits(tree.root) == carried + 30  # the old child's visits, plus this search
-    assert tree.node(tree.root).token == env.unwrapped.snapshot()
-    fresh = MCTSPolicy(env, budget=30, reuse_tree=False)
-    fresh.reset(np.random.default_rng(0))
-    fresh.act(observation, info, NOTHING)
-    assert fresh.last.tree.visits(fresh.last.tree.root) == 31
 
 
 def test_simulator_keys_states_by_the_env_not_by_ground_truth():
@@ -200,7 +159,8 @@ def test_search_leaves_a_jericho_episode_unchanged(games_dir):
     walkthrough = env.unwrapped.frotz.get_walkthrough()[:6]
     commands = ("look", "get up", "north", "south", "take wallet", "open dresser", "wait")
     expected, _ = play(env, 3, walkthrough, len(walkthrough))
-    policy = MCTSPolicy(env, budget=12, propose_fn=lambda t: Proposal(commands))
+    simulator = EnvSnapshotSimulator(env)
+    policy = MCTSPolicy(simulator, budget=12, propose_fn=lambda t: Proposal(commands))
     got, _ = play(env, 3, walkthrough, len(walkthrough), policy)
     assert got == expected
     assert policy.simulator.steps > 6 * 6
@@ -229,7 +189,7 @@ def test_search_over_quick_valid_actions_on_jericho(games_dir):
     env = make()
     walkthrough = env.unwrapped.frotz.get_walkthrough()[:4]
     expected, _ = play(make(), 3, walkthrough, len(walkthrough))
-    policy = MCTSPolicy(env, budget=8)
+    policy = MCTSPolicy(EnvSnapshotSimulator(env), budget=8)
     got, _ = play(env, 3, walkthrough, len(walkthrough), policy)
     assert got == expected  # the searches changed nothing, the quick lists included
     quick = env.unwrapped.valid_actions
@@ -332,7 +292,7 @@ def test_search_leaves_a_textworld_episode_unchanged(tmp_path):
     game = twgames.make_game("simple", {"seed": 1}, cache_dir=tmp_path)
     env = gymnasium.make("wmkit/TextWorld-v0", game=str(game), horizon=30, ground_truth=True)
     expected, actions = play(env, 2, None, 8)
-    policy = MCTSPolicy(env, budget=20)
+    policy = MCTSPolicy(EnvSnapshotSimulator(env), budget=20)
     got, _ = play(env, 2, actions, len(actions), policy)
     assert got == expected
     # The key without ground truth is the env's state_hash(), which wm.state_hash is.
@@ -391,20 +351,6 @@ def test_search_over_a_live_env_with_a_cached_proposer():
         )
     assert out.action in proposal.actions and len(out.tree) <= 20
     assert sum(out.visits.values()) <= 50
-
-
-def test_policy_errors_are_clear():
-    env = gymnasium.make("wmkit/Vault-v0", load=1, horizon=40)
-    with pytest.raises(ValueError, match="simulations"):
-        MCTSPolicy(env, budget=0)
-    with pytest.raises(TypeError, match="snapshot"):
-        MCTSPolicy(object())
-    policy = MCTSPolicy(env, budget=5, propose_fn=lambda t: Proposal(()))
-    policy.reset(np.random.default_rng(0))
-    observation, info = env.reset(seed=0)
-    with pytest.raises(RuntimeError, match="no action"):
-        policy.act(observation, info, NOTHING)
-    assert env.unwrapped.snapshot().step == 0  # the env was put back all the same
 
 
 @pytest.mark.jericho

@@ -18,11 +18,12 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
+from wmkit.agents.mcts import MCTSPolicy
 from wmkit.envs.parcel import ParcelEnv
 from wmkit.envs.vault import VaultEnv
 from wmkit.evals.runner import run_episode
 from wmkit.evals.suite import EvalConfig, build_agent
-from wmkit.search import MCTSPolicy, truth_hash
+from wmkit.search import EnvSnapshotSimulator, truth_hash
 
 
 class Tripwire:
@@ -128,7 +129,8 @@ def _agents(*overrides: str) -> dict[str, Any]:
             {"load": 3},
             "self_correcting",
             [
-                "agents.self_correcting.policy.simulator=env_snapshot",
+                "simulator@agents.self_correcting.policy.simulator=env_snapshot",
+                "agents.self_correcting.needs.simulator=[env,reader]",
                 "agents.self_correcting.policy.budget.simulations=12",
             ],
         ),
@@ -148,7 +150,7 @@ def test_search_agents_read_no_ground_truth(env_class, params, agent, overrides)
 def test_the_spy_catches_a_ground_truth_key():
     # The oracle opt-in reads wm.state_hash: the same episode trips the spy at once.
     env, log = _env(ParcelEnv, 20, load=3)
-    policy = MCTSPolicy(env, budget=4, key_fn=truth_hash)
+    policy = MCTSPolicy(EnvSnapshotSimulator(env, key_fn=truth_hash), budget=4)
     specs = _agents("agents=[mcts]")
     built = build_agent("mcts", specs["mcts"], env)
     built.policy = policy

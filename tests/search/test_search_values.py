@@ -14,13 +14,13 @@ from omegaconf.errors import MissingMandatoryValue
 from rich.console import Console
 
 import wmkit.envs  # noqa: F401  (registers the wmkit/ ids)
+from wmkit.agents.mcts import MCTSPolicy
 from wmkit.knowledge.recording import Recorder, TrajectoryWriter, record_random
 from wmkit.llm import ChatClient, ReplyCache
 from wmkit.llm.prompts import OBSERVATION_HEADER, VALUE_SYSTEM
 from wmkit.search import (
     Budget,
     EnvSnapshotSimulator,
-    MCTSPolicy,
     Transition,
     admissible_proposal,
     search,
@@ -101,7 +101,7 @@ def test_value_net_guides_a_real_search_on_vault(checkpoint):
         want = vn.predict([value_input(node.observation, node.info)])[0]
         assert node.estimate == pytest.approx(want, abs=1e-5)
     # And as the MCTS policy's value function, the episode plays on.
-    policy = MCTSPolicy(env, budget=Budget(16, max_depth=5), value_fn=vn)
+    policy = MCTSPolicy(EnvSnapshotSimulator(env), budget=Budget(16, max_depth=5), value_fn=vn)
     policy.reset(np.random.default_rng(0))
     observation, info = env.reset(seed=1)
     for _ in range(3):
@@ -249,7 +249,7 @@ def test_search_policies_report_real_visits_and_start_every_episode_afresh():
     cheap, costly = HeuristicValue(score_weight=0.0), HeuristicValue()
     hybrid = HybridValue(cheap, costly, threshold=0.0)
     env = gymnasium.make("wmkit/Vault-v0", **VAULT)
-    policy = MCTSPolicy(env, budget=4, value_fn=hybrid)
+    policy = MCTSPolicy(EnvSnapshotSimulator(env), budget=4, value_fn=hybrid)
     observation, info = env.reset(seed=0)
     policy.reset(np.random.default_rng(0))
     policy.act(observation, info, WorldState())

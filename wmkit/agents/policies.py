@@ -1,4 +1,8 @@
-"""Command policies: uniform random, and greedy ones that act on the tracked state."""
+"""Command policies: random, greedy on the tracked state, and one-step lookahead greedy.
+
+The lookahead greedy policy is the baseline for games; the tree searches are in
+:mod:`wmkit.agents.mcts` and :mod:`wmkit.agents.self_correcting`.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from wmkit.search.simulators import admissible_proposal
+from wmkit.search.types import EpisodeSimulator, ProposeFn
 from wmkit.world.types import WorldState
 
-__all__ = ["BookingPolicy", "GreedyPolicy", "RandomPolicy"]
+__all__ = ["BookingPolicy", "GreedyPolicy", "LookaheadGreedyPolicy", "RandomPolicy"]
 
 
 def _admissible(info: Mapping[str, Any]) -> list[str]:
@@ -155,3 +161,57 @@ class BookingPolicy:
 def _slot(subject: str, facts: Mapping[str, str]) -> tuple[str, str | None]:
     """An item's kind and city: one booking of each per city (a second one is a double)."""
     return subject.split(":", 1)[0], facts.get("city")
+
+
+class LookaheadGreedyPolicy:
+    """The greedy baseline for games: the command with the best immediate reward (a Policy).
+
+    Each :meth:`act` tries every proposed command once with the simulator (from the
+    real state, inside :meth:`EpisodeSimulator.preserve`: a live env is restored) and
+    plays one with the highest reward; among equals it prefers one after which the
+    episode goes on, then one that changes the state (its transposition key differs
+    from the current one's), drawn uniformly: with no reward in sight it wanders instead
+    of repeating a no-op.
+
+    Args:
+        simulator: what the commands are tried with (``configs/simulator/``; for games
+            the live env's snapshots, ``env_snapshot``).
+        propose_fn: commands to try (default: the state's ``admissible_actions``).
+    """
+
+    def __init__(self, simulator: EpisodeSimulator, *, propose_fn: ProposeFn | None = None) -> None:
+        self.simulator = simulator
+        self.propose_fn = propose_fn or admissible_proposal
+        self._rng = np.random.default_rng(0)
+        self._step = 0
+
+    def reset(self, rng: np.random.Generator) -> None:
+        """Start a new episode; ties are drawn from ``rng``."""
+        self._rng = rng
+        self._step = 0
+        self.simulator.reset()
+
+    def act(self, observation: str, info: Mapping[str, Any], tracked: WorldState) -> str:
+        """Return a proposed command with the highest one-step reward.
+
+        Raises:
+            RuntimeError: nothing is proposed here.
+        """
+        sim = self.simulator
+        root = sim.root(observation, info, tracked, step=self._step)
+        actions = self.propose_fn(root).actions
+        if not actions:
+            raise RuntimeError(
+                "LookaheadGreedyPolicy found no action to take: nothing is proposed here"
+            )
+        with sim.preserve():
+            # Per command: its reward, then whether the episode goes on, then whether the
+            # state changes (ties broken in that order).
+            scored = []
+            for action in actions:
+                t = sim.step(root.token, action)
+                scored.append((t.reward, not t.terminal, t.key is None or t.key != root.key))
+        best = max(scored)
+        ties = [a for a, s in zip(actions, scored, strict=True) if s == best]
+        self._step += 1
+        return ties[int(self._rng.integers(len(ties)))]

@@ -3,7 +3,8 @@
 ``scenes`` holds curiosity flags and the scene packets they produce; ``delta`` the
 knowledge delta a distiller emits and its validation; ``graph`` the per-environment
 ``WorldGraph`` (merge, evidence, persistence, compaction); ``export`` its DOT and HTML
-views; ``rules`` the learned rule model. ``recording`` (trajectories through HF
+views; ``rules`` the learned rule model; ``types`` the contracts other layers use (the
+``Predictor`` a rule model is, the ``Curiosity`` flag). ``recording`` (trajectories through HF
 ``datasets``) is imported on its own, so that importing this package stays light.
 """
 
@@ -40,7 +41,6 @@ from wmkit.knowledge.scenes import (
     FLAG_KEY,
     REASON_KEY,
     SCENES_FILE,
-    Curiosity,
     CuriosityDetector,
     FactDelta,
     SceneLog,
@@ -49,6 +49,7 @@ from wmkit.knowledge.scenes import (
     format_curiosity,
     parse_curiosity,
 )
+from wmkit.knowledge.types import Curiosity, Predictor
 
 __all__ = [
     "FLAG_KEY",
@@ -70,6 +71,7 @@ __all__ = [
     "MergeError",
     "MergeReport",
     "NodeRow",
+    "Predictor",
     "Rejection",
     "RuleRow",
     "SceneLog",

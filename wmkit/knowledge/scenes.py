@@ -22,13 +22,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from wmkit.jsonl import JsonlLog
+from wmkit.knowledge.types import Curiosity
 from wmkit.world.types import Delta, Fact, WorldState
 
 __all__ = [
@@ -52,24 +52,6 @@ SCENES_FILE = "scenes.jsonl"
 
 _LINE = re.compile(rf"^[ \t]*({FLAG_KEY}|{REASON_KEY})[ \t]*:[ \t]*(.*?)[ \t]*$", re.M)
 _SHOWN = 5  # items named per list in a detector's reason; the rest are counted
-
-
-@dataclass(frozen=True)
-class Curiosity:
-    """A raised curiosity flag and why.
-
-    Attributes:
-        reason: one line of plain text, not empty.
-    """
-
-    reason: str
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.reason, str) or not self.reason.strip():
-            raise ValueError("a curiosity flag needs a non-empty reason")
-        if "\n" in self.reason or "\r" in self.reason:
-            raise ValueError(f"a curiosity reason is one line, got {self.reason!r}")
-        object.__setattr__(self, "reason", self.reason.strip())
 
 
 def format_curiosity(curiosity: Curiosity | None) -> str:

@@ -1,22 +1,22 @@
-"""Tree-structured memory and self-correcting search (seed 004).
+"""Tree-structured memory and the search it serves (seed 004).
 
 :func:`search` is one function over small Protocols (:mod:`wmkit.search.types`); the
 tree it grows (:class:`Tree`) is a bounded arena of node records with transpositions,
 pruning, penalties and re-rooting for the self-correcting policy built on top.
 Simulators: :class:`EnvSnapshotSimulator` (the live env, exact) and
 :class:`RulesSimulator` (a rule world model over tracked facts, that can be wrong);
-policies: :class:`MCTSPolicy`, :class:`SelfCorrectingPolicy` and the one-step
-:class:`LookaheadGreedyPolicy` (the greedy baseline for games).
+value functions in :mod:`wmkit.search.values`. The policies that act with them
+(``MCTSPolicy``, ``SelfCorrectingPolicy``, ``LookaheadGreedyPolicy``) are agents' parts:
+:mod:`wmkit.agents.mcts`, :mod:`wmkit.agents.self_correcting`,
+:mod:`wmkit.agents.policies`.
 
 The function :func:`search` shadows the submodule of the same name as an attribute of
 this package: import the module's other names from here (``wmkit.search.ucb1``, as
 the Hydra configs do) or with ``from wmkit.search.search import ...``.
 """
 
-from wmkit.search.policy import LookaheadGreedyPolicy, MCTSPolicy
-from wmkit.search.rules_sim import NaiveVaultRules, RulesSimulator, RulesToken
+from wmkit.search.rules_sim import RulesSimulator, RulesToken
 from wmkit.search.search import PUCT, UCB1, as_budget, puct, search, ucb1
-from wmkit.search.self_correcting import SelfCorrectingPolicy, TraceRecord
 from wmkit.search.simulators import (
     EnvSnapshotSimulator,
     TokenKey,
@@ -28,6 +28,7 @@ from wmkit.search.simulators import (
 from wmkit.search.tree import FREE, PRUNED, NodeView, Tree
 from wmkit.search.types import (
     Budget,
+    EpisodeSimulator,
     Proposal,
     ProposeFn,
     Pruning,
@@ -46,12 +47,10 @@ __all__ = [
     "UCB1",
     "Budget",
     "EnvSnapshotSimulator",
+    "EpisodeSimulator",
     "HeuristicValue",
     "HybridValue",
     "LLMValue",
-    "LookaheadGreedyPolicy",
-    "MCTSPolicy",
-    "NaiveVaultRules",
     "NodeView",
     "Proposal",
     "ProposeFn",
@@ -60,10 +59,8 @@ __all__ = [
     "RulesToken",
     "SearchOutput",
     "SelectFn",
-    "SelfCorrectingPolicy",
     "Simulator",
     "TokenKey",
-    "TraceRecord",
     "Transition",
     "Tree",
     "ValueFn",

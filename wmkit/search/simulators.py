@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from wmkit.search.types import Proposal, Transition
-from wmkit.world.types import GROUND_TRUTH_PREFIX, Delta, Fact, Reader, agent_view
+from wmkit.world.types import GROUND_TRUTH_PREFIX, Delta, Fact, Reader, WorldState, agent_view
 
 __all__ = [
     "EnvSnapshotSimulator",
@@ -105,7 +105,7 @@ def read_delta(reader: Reader, observation: str) -> Delta:
     Claims about an entity named by id become added facts; claims whose subject is a
     description are left out (resolving them needs the tracked state). Nothing is
     removed: a set fact replaces the object its subject and relation had, which
-    :func:`~wmkit.search.self_correcting.compare` takes into account.
+    :func:`~wmkit.agents.self_correcting.compare` takes into account.
     """
     facts = {
         Fact(c.subject, c.relation, c.object) for c in reader(observation) if type(c.subject) is str
@@ -224,13 +224,21 @@ class EnvSnapshotSimulator:
         return None if self._hasher is None else self._hasher()
 
     def root(
-        self, observation: str, info: Mapping[str, Any], *, terminal: bool = False
+        self,
+        observation: str,
+        info: Mapping[str, Any],
+        tracked: WorldState | None = None,
+        *,
+        step: int = 0,
+        terminal: bool = False,
     ) -> Transition:
         """The transition record of the env's current state, to search from.
 
         Args:
             observation: the last observation the env gave.
             info: the info it came with (the full info or the agent view).
+            tracked: the agent's tracked state; unused (the env holds the real one).
+            step: the real step number; unused (the env counts its own).
             terminal: whether the episode is over.
         """
         token = self.env.snapshot()
@@ -287,6 +295,13 @@ class EnvSnapshotSimulator:
             token = token.token
         env.restore(token)
         return token
+
+    def reset(self) -> None:
+        """Start an episode: nothing to forget (the env is the model)."""
+
+    def correct(self, state: WorldState, action: str, observed: Delta) -> None:
+        """Nothing to learn: the env is exact (a misread prediction is the reader's)."""
+        return None
 
     @contextmanager
     def preserve(self) -> Iterator[Any]:

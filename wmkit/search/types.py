@@ -11,15 +11,18 @@ family's pure core, learned rules or an LLM.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
     from wmkit.search.tree import Tree
+    from wmkit.world.types import Delta, WorldState
 
 __all__ = [
     "Budget",
+    "EpisodeSimulator",
     "Proposal",
     "ProposeFn",
     "Pruning",
@@ -131,6 +134,34 @@ class Simulator(Protocol):
 
     def step(self, token: Any, action: str) -> Transition:
         """Return what ``action`` leads to from the state ``token`` stands for."""
+
+
+class EpisodeSimulator(Simulator, Protocol):
+    """A simulator an acting policy searches with, step after step of an episode.
+
+    :func:`~wmkit.search.search.search` needs only :meth:`step`; a policy also makes the
+    root of each search from the real state, keeps what the simulator moves (the live
+    env) as it was around a search, forgets an episode, and tells the simulator what a
+    step really did. Both built-in simulators are one:
+    :class:`~wmkit.search.simulators.EnvSnapshotSimulator` (the env is the model: it
+    reads no tracked state and learns nothing) and
+    :class:`~wmkit.search.rules_sim.RulesSimulator` (a rule model over tracked facts
+    that learns exceptions).
+    """
+
+    def root(
+        self, observation: str, info: Mapping[str, Any], tracked: WorldState, *, step: int = 0
+    ) -> Transition:
+        """The transition record of the real state now (step ``step``), to search from."""
+
+    def preserve(self) -> AbstractContextManager[Any]:
+        """A context that leaves the real world as it found it, however the search ends."""
+
+    def reset(self) -> None:
+        """Forget the episode (what was learned or seen in it)."""
+
+    def correct(self, state: WorldState, action: str, observed: Delta) -> Delta | None:
+        """Learn that ``action`` in ``state`` did ``observed``; the part kept, or None."""
 
 
 ProposeFn = Callable[[Transition], Proposal]

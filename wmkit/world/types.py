@@ -111,6 +111,17 @@ class WorldState:
         self._facts: frozenset[Fact] = frozenset(f if type(f) is Fact else Fact(*f) for f in facts)
         self._index: dict[tuple[str, str], tuple[str, ...]] | None = None
 
+    def apply(self, delta: Delta) -> WorldState:
+        """Return this state with ``delta`` applied: ``removed`` taken out, then ``added``.
+
+        The facts of a delta are ``Fact`` values already, so nothing is re-checked: this
+        is the cheap way to rebuild a sequence of states from their step-to-step changes.
+        """
+        out = WorldState.__new__(WorldState)
+        out._facts = self._facts.difference(delta.removed).union(delta.added)
+        out._index = None
+        return out
+
     @property
     def facts(self) -> frozenset[Fact]:
         """The facts, as a frozenset."""

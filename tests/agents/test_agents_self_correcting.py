@@ -1,17 +1,23 @@
-"""SelfCorrectingPolicy: a golden trace on a toy latch door, and on the real Vault."""
+"""SelfCorrectingPolicy: a golden trace on a toy latch door, and on the real Vault.
+
+Plain MCTS over the same rule model (the baseline) is the one MCTSPolicy.
+"""
 
 import json
 
 import numpy as np
 import pytest
 
+from wmkit.agents.mcts import MCTSPolicy
+from wmkit.agents.self_correcting import SelfCorrectingPolicy, compare
 from wmkit.agents.trackers import WindowTracker
 from wmkit.agents.types import Agent
+from wmkit.envs.vault.naive_rules import NaiveVaultRules
 from wmkit.evals.runner import make_env, run_episode
 from wmkit.knowledge.scenes import parse_curiosity
-from wmkit.search.rules_sim import RulesToken
+from wmkit.search.rules_sim import RulesSimulator, RulesToken
 from wmkit.search.search import ucb1
-from wmkit.search.self_correcting import SelfCorrectingPolicy, compare
+from wmkit.search.simulators import EnvSnapshotSimulator
 from wmkit.search.types import Budget
 from wmkit.search.values import HeuristicValue
 from wmkit.world.types import Delta, Fact, WorldState
@@ -49,15 +55,17 @@ def real_step(state, action):
     return WorldState(Fact(s, r, o) for (s, r), o in facts.items())
 
 
-def _policy(**kw):
-    settings = dict(
-        rules=NaiveDoor(),
+def _settings():
+    return dict(
         budget=Budget(30, max_depth=4),
         select_fn=ucb1(tie_break="first"),
         value_fn=HeuristicValue(0.0, 0.0),
         discount=0.9,
     )
-    return SelfCorrectingPolicy(**(settings | kw))
+
+
+def _policy(**kw):
+    return SelfCorrectingPolicy(RulesSimulator(NaiveDoor()), **(_settings() | kw))
 
 
 def _play(policy, steps):
@@ -167,13 +175,15 @@ def test_loop_penalty_charges_imagined_returns_to_visited_states():
     assert policy._visits[CLOSED] == 2
 
 
-def test_plain_mcts_records_the_mismatch_but_does_not_correct():
-    policy = _policy(correct=False)
+def test_plain_mcts_over_the_same_rules_never_corrects():
+    # The baseline is the one plain MCTS over the same rule model: what the
+    # self-correcting policy fixed in one step, it repeats (the same actions the old
+    # SelfCorrectingPolicy(correct=False) took here).
+    simulator = RulesSimulator(NaiveDoor())
+    policy = MCTSPolicy(simulator, **_settings())
     actions, _ = _play(policy, 4)
     assert actions == ["open door"] * 4  # it never learns the latch
-    assert all(r.mismatch for r in policy.trace)
-    assert all(r.curiosity is None and r.backtrack is None for r in policy.trace)
-    assert policy.simulator.corrections == {}
+    assert simulator.corrections == {}
 
 
 def test_no_backtrack_searches_afresh():
@@ -195,18 +205,19 @@ def test_compare_missing_surprising_and_unknown():
 
 
 def test_bad_settings_fail_clearly():
-    with pytest.raises(ValueError, match="needs rules"):
-        SelfCorrectingPolicy()
-    with pytest.raises(ValueError, match="neither a file nor a built-in"):
-        SelfCorrectingPolicy(rules="no/such/rules.jsonl")
+    sim = RulesSimulator(NaiveVaultRules())
+    with pytest.raises(TypeError, match="predict"):
+        RulesSimulator(object())
+    with pytest.raises(FileNotFoundError):
+        RulesSimulator.load("no/such/rules.jsonl")
     with pytest.raises(ValueError, match="loop_penalty"):
-        SelfCorrectingPolicy(rules="naive_vault", loop_penalty=-1)
+        SelfCorrectingPolicy(sim, loop_penalty=-1)
+    with pytest.raises(ValueError, match="mismatch_penalty"):
+        SelfCorrectingPolicy(sim, mismatch_penalty=float("nan"))
     with pytest.raises(ValueError, match="max_backtrack"):
-        SelfCorrectingPolicy(rules="naive_vault", max_backtrack=-1)
-    with pytest.raises(ValueError, match="simulator must be"):
-        SelfCorrectingPolicy(rules="naive_vault", simulator="llm")
-    with pytest.raises(ValueError, match="needs the live env"):
-        SelfCorrectingPolicy(simulator="env_snapshot")
+        SelfCorrectingPolicy(sim, max_backtrack=-1)
+    with pytest.raises(ValueError, match="simulations"):
+        SelfCorrectingPolicy(sim, budget=0)
 
 
 def _vault(policy, seed, steps=60):
@@ -222,7 +233,7 @@ def test_on_vault_mismatches_are_corrected_and_the_vault_is_reached():
     # Seed 0 hides a key that fits one door only, and a note that opens the keypad.
     budget = Budget(60, max_depth=10)
     value = HeuristicValue(0.0, 0.1)
-    policy = SelfCorrectingPolicy(rules="naive_vault", budget=budget, value_fn=value)
+    policy = SelfCorrectingPolicy(RulesSimulator(NaiveVaultRules()), budget=budget, value_fn=value)
     row = _vault(policy, 0)
     assert row["score"] >= 10, policy.trace_json()
     corrected = [r for r in policy.trace if r.mismatch]
@@ -235,10 +246,13 @@ def test_on_vault_mismatches_are_corrected_and_the_vault_is_reached():
 def test_env_snapshot_simulator_works_in_the_policy():
     env = make_env("wmkit/Parcel-v0", 20, {})
     try:
-        policy = SelfCorrectingPolicy(env, simulator="env_snapshot", budget=8)
+        # Predicted deltas are what the env's reader reads in the predicted text.
+        simulator = EnvSnapshotSimulator(env, reader=env.unwrapped.reader)
+        policy = SelfCorrectingPolicy(simulator, budget=8)
         agent = Agent("x", WindowTracker(env.unwrapped.reader, k=None), policy)
         row = run_episode(env, agent, 0)
     finally:
         env.close()
     assert row["steps"] == 20
     assert len(policy.trace) == 19  # the last action is verified at a next step that never comes
+    assert all(r.correction is None for r in policy.trace)  # the live env learns nothing

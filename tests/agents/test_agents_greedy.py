@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import wmkit.envs  # noqa: F401  (registers the wmkit/ ids)
-from wmkit.search import LookaheadGreedyPolicy, Proposal
+from wmkit.agents.policies import LookaheadGreedyPolicy
+from wmkit.search import EnvSnapshotSimulator, Proposal
 from wmkit.world.types import WorldState
 
 
@@ -25,7 +26,7 @@ def one_step_rewards(env, actions):
 
 def test_greedy_plays_a_best_rewarded_command_and_leaves_the_episode_as_it_was():
     env = gymnasium.make("wmkit/Parcel-v0", horizon=60, load=3)
-    policy = LookaheadGreedyPolicy(env)
+    policy = LookaheadGreedyPolicy(EnvSnapshotSimulator(env))
     observation, info = env.reset(seed=5)
     policy.reset(np.random.default_rng(5))
     earned, best_total, chosen = 0.0, 0.0, set()
@@ -47,7 +48,7 @@ def test_greedy_plays_a_best_rewarded_command_and_leaves_the_episode_as_it_was()
 
 def test_greedy_with_nothing_proposed_says_so():
     env = gymnasium.make("wmkit/Parcel-v0", horizon=20)
-    policy = LookaheadGreedyPolicy(env, propose_fn=lambda t: Proposal(()))
+    policy = LookaheadGreedyPolicy(EnvSnapshotSimulator(env), propose_fn=lambda t: Proposal(()))
     observation, info = env.reset(seed=0)
     with pytest.raises(RuntimeError, match="no action"):
         policy.act(observation, info, WorldState())
@@ -59,7 +60,8 @@ def test_greedy_avoids_no_ops_on_a_jericho_game(games_dir):
         "wmkit/Jericho-v0", game=str(games_dir / "905.z5"), admissible_actions=False
     )
     commands = ("look", "wait", "inventory", "get up")
-    policy = LookaheadGreedyPolicy(env, propose_fn=lambda t: Proposal(commands))
+    simulator = EnvSnapshotSimulator(env)
+    policy = LookaheadGreedyPolicy(simulator, propose_fn=lambda t: Proposal(commands))
     observation, info = env.reset(seed=0)
     for seed in range(5):
         policy.reset(np.random.default_rng(seed))

@@ -1,16 +1,19 @@
 """``SelfCorrectingPolicy``: search, act, check the prediction, and correct (seed 004).
 
-Each step the policy searches from the real state with a simulator (``rules``: a world
-model over the tracked facts that can be wrong; ``env_snapshot``: the real engine),
-takes the chosen action, and at the next step compares the change the search
-predicted for that action with the change it observed: the difference of its tracked
-states before and after (what its reader saw, never ground truth). On a mismatch it
+Self-correction is a policy around search, not a branch inside it: each step the
+policy searches from the real state through a plain
+:class:`~wmkit.agents.mcts.MCTSPolicy` over its simulator (``configs/simulator/``: a
+rule model over the tracked facts that can be wrong, or the live env), takes the
+chosen action, and at the next step compares the change the search predicted for that
+action with the change it observed: the difference of its tracked states before and
+after (what its reader saw, never ground truth). On a mismatch it
 
 1. penalises the node of the taken action in its tree (:meth:`Tree.penalise`);
-2. raises curiosity: a :class:`~wmkit.knowledge.scenes.Curiosity` whose flag text
+2. raises curiosity: a :class:`~wmkit.knowledge.types.Curiosity` whose flag text
    (``FLAG_CURIOSITY: yes`` / ``CURIOSITY_REASON: ...``) goes in the trace;
-3. teaches the simulator an exception for that command in that situation
-   (:meth:`RulesSimulator.correct`), so later searches predict it right;
+3. teaches the simulator what the command really did there
+   (:meth:`~wmkit.search.types.EpisodeSimulator.correct`: the rules simulator keeps an
+   exception, so later searches predict it right; the live env has nothing to learn);
 4. backtracks: if the observed state is one it searched from within the last
    ``max_backtrack`` steps (a failed command usually changes nothing), it goes on
    searching that tree, where the failed node is penalised and its siblings keep what
@@ -22,9 +25,8 @@ reward of every imagined step into a state the episode has already been in, so t
 search stops walking in circles. Every verified step leaves a :class:`TraceRecord` in
 :attr:`SelfCorrectingPolicy.trace` (JSON-ready through :meth:`TraceRecord.model_dump`).
 
-With ``correct=False`` the same policy is plain MCTS over the same simulator: it still
-records mismatches in the trace but neither penalises, learns, backtracks nor applies
-the loop penalty; that is the baseline self-correction is measured against.
+The baseline self-correction is measured against is the plain
+:class:`~wmkit.agents.mcts.MCTSPolicy` over the same simulator (``mcts_rules``).
 """
 
 from __future__ import annotations
@@ -32,25 +34,28 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Hashable, Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from wmkit.knowledge.scenes import Curiosity, format_curiosity
-from wmkit.search.rules_sim import UNKNOWN, NaiveVaultRules, Predictor, RulesSimulator
-from wmkit.search.search import search, ucb1
-from wmkit.search.simulators import EnvSnapshotSimulator, admissible_proposal
+from wmkit.agents.mcts import MCTSPolicy
+from wmkit.knowledge.scenes import format_curiosity
+from wmkit.knowledge.types import Curiosity
+from wmkit.search.rules_sim import UNKNOWN
 from wmkit.search.tree import Tree
-from wmkit.search.types import Budget, ProposeFn, SearchOutput, SelectFn, Transition, ValueFn
-from wmkit.search.values import HeuristicValue, reset_value, visit_value
+from wmkit.search.types import (
+    Budget,
+    EpisodeSimulator,
+    ProposeFn,
+    SearchOutput,
+    SelectFn,
+    Transition,
+    ValueFn,
+)
 from wmkit.world.types import Delta, Fact, WorldState
 
-__all__ = ["BUILTIN_RULES", "SelfCorrectingPolicy", "TraceRecord", "compare"]
-
-BUILTIN_RULES = {"naive_vault": NaiveVaultRules}
-"""Hand-written predictors by name (the ``rules`` argument may name one)."""
+__all__ = ["SelfCorrectingPolicy", "TraceRecord", "compare"]
 
 _SHOWN = 4  # facts named per list in a curiosity reason
 
@@ -179,35 +184,29 @@ class SelfCorrectingPolicy:
     """Search, act, compare predicted with observed change, and correct (a Policy).
 
     Args:
-        env: the live env (the suite injects it); needed by ``env_snapshot`` only, whose
-            transposition key is the env's own state identity and whose predicted delta
-            is what the env's text ``reader`` (if any) reads in the predicted
-            observation; never ground truth.
-        simulator: ``"rules"`` or ``"env_snapshot"``.
-        rules: for ``rules``: a predictor, a path to a ``rules.jsonl`` (the
-            distiller's), or a :data:`BUILTIN_RULES` name (``"naive_vault"``).
+        simulator: what the search steps (``configs/simulator/``). The rules simulator
+            learns exceptions from corrections; an env snapshot simulator's predicted
+            delta is what its ``reader`` (if any) reads in the predicted observation,
+            never ground truth.
         budget: simulations per step, depth limit and node cap (an int: simulations).
         select_fn: the selection rule (default UCB1).
-        value_fn: leaf values (default a :class:`HeuristicValue`, one per episode).
+        value_fn: leaf values (default a :class:`~wmkit.search.values.HeuristicValue`,
+            reset per episode).
         propose_fn: actions to try at a state (default its ``admissible_actions``).
         discount: per-step discount in [0, 1].
         max_backtrack: real steps back a backtrack may go, >= 0 (0: never reuse a tree).
         mismatch_penalty: Q penalty on the node of a failed prediction, >= 0.
         loop_penalty: reward taken off per earlier real visit of an imagined state, >= 0.
-        correct: False makes this plain MCTS over the same simulator (see module doc).
 
     Raises:
-        ValueError: an unknown simulator or rules name, a negative setting, or
-            ``rules`` missing for the rules simulator.
-        TypeError: ``env_snapshot`` with an env that cannot snapshot and restore.
+        ValueError: a negative setting, or a budget field out of range.
+        TypeError: a bad budget type.
     """
 
     def __init__(
         self,
-        env: Any = None,
+        simulator: EpisodeSimulator,
         *,
-        simulator: Literal["rules", "env_snapshot"] = "rules",
-        rules: Predictor | str | Path | None = None,
         budget: Budget | int = 64,
         select_fn: SelectFn | None = None,
         value_fn: ValueFn | None = None,
@@ -216,58 +215,55 @@ class SelfCorrectingPolicy:
         max_backtrack: int = 3,
         mismatch_penalty: float = 1.0,
         loop_penalty: float = 0.25,
-        correct: bool = True,
     ) -> None:
         for name, value in (("mismatch_penalty", mismatch_penalty), ("loop_penalty", loop_penalty)):
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be finite and >= 0, got {value}")
         if isinstance(max_backtrack, bool) or max_backtrack < 0:
             raise ValueError(f"max_backtrack must be an int >= 0, got {max_backtrack!r}")
-        if simulator == "rules":
-            self.simulator: RulesSimulator | EnvSnapshotSimulator = RulesSimulator(
-                _predictor(rules)
-            )
-        elif simulator == "env_snapshot":
-            if env is None:
-                raise ValueError("the env_snapshot simulator needs the live env (env=...)")
-            # Predicted deltas are read from the predicted text by the env's own reader
-            # (text only; none on Jericho/TextWorld: no prediction, no mismatch).
-            core = getattr(env, "unwrapped", env)
-            self.simulator = EnvSnapshotSimulator(env, reader=getattr(core, "reader", None))
-        else:
-            raise ValueError(f"simulator must be 'rules' or 'env_snapshot', got {simulator!r}")
-        self.budget = budget
-        self.select_fn = select_fn or ucb1()
-        self.value_fn = value_fn or HeuristicValue()
-        self.propose_fn = propose_fn or admissible_proposal
-        self.discount = discount
+        self.mcts = MCTSPolicy(
+            simulator,
+            budget=budget,
+            select_fn=select_fn,
+            propose_fn=propose_fn,
+            value_fn=value_fn,
+            discount=discount,
+            reuse_tree=False,  # trees are kept here, by the states they were searched from
+        )
+        """The plain MCTS this policy searches through (its pieces, its rng)."""
         self.max_backtrack = int(max_backtrack)
         self.mismatch_penalty = float(mismatch_penalty)
-        self.loop_penalty = float(loop_penalty) if correct else 0.0
-        self.correct = bool(correct)
+        self.loop_penalty = float(loop_penalty)
         self.trace: list[TraceRecord] = []
         """Verified steps of the episode, oldest first."""
         self.curiosities: list[Curiosity] = []
         """Curiosity raised this episode, oldest first."""
-        self.last: SearchOutput | None = None
-        """The last search's output."""
-        self._rng = np.random.default_rng(0)
-        self._step = 0
         self._visits: Counter[Hashable] = Counter()
         self._history: list[tuple[WorldState, Tree]] = []
         self._pending: _Pending | None = None
 
+    @property
+    def simulator(self) -> EpisodeSimulator:
+        """The simulator the search steps (the MCTS's)."""
+        return self.mcts.simulator
+
+    @property
+    def value_fn(self) -> ValueFn:
+        """The leaf value function (the MCTS's)."""
+        return self.mcts.value_fn
+
+    @property
+    def last(self) -> SearchOutput | None:
+        """The last search's output."""
+        return self.mcts.last
+
     def reset(self, rng: np.random.Generator) -> None:
         """Start a new episode: forget trees, trace, visits and learned exceptions."""
-        self._rng = rng
-        self._step = 0
+        self.mcts.reset(rng)
         self._visits.clear()
         self._history.clear()
         self._pending = None
-        self.trace, self.curiosities, self.last = [], [], None
-        if isinstance(self.simulator, RulesSimulator):
-            self.simulator.reset()
-        reset_value(self.value_fn)
+        self.trace, self.curiosities = [], []
 
     def trace_json(self) -> list[dict[str, Any]]:
         """The trace as JSON-ready dicts."""
@@ -279,13 +275,9 @@ class SelfCorrectingPolicy:
         Raises:
             RuntimeError: the search found no action (the state proposes none).
         """
-        sim = self.simulator
-        if isinstance(sim, RulesSimulator):
-            root = sim.root(observation, info, tracked, step=self._step)
-        else:
-            root = sim.root(observation, info)
+        mcts = self.mcts
+        root = mcts.root(observation, info, tracked)
         self._visits[_loop_key(root)] += 1
-        visit_value(self.value_fn, root)
         target, record = self._verify(tracked)
         grown: Transition | Tree = root
         before: dict[str, int] = {}
@@ -293,13 +285,7 @@ class SelfCorrectingPolicy:
             target.replace_root_record(root)
             before = {a: target.visits(c) for a, c in target.live_children(target.root).items()}
             grown = target
-        wrapped = _LoopPenalised(sim, self._visits, self.loop_penalty)
-        if isinstance(sim, EnvSnapshotSimulator):
-            with sim.preserve():
-                out = self._search(grown, wrapped)
-        else:
-            out = self._search(grown, wrapped)
-        self.last = out
+        out = mcts.search(grown, _LoopPenalised(mcts.simulator, self._visits, self.loop_penalty))
         tree = out.tree
         kids = tree.live_children(tree.root)
         if not kids:
@@ -324,22 +310,10 @@ class SelfCorrectingPolicy:
             self.trace.append(record)
         node = kids[action]
         loop = self.loop_penalty * self._visits.get(_loop_key(_transition_of(tree, node)), 0)
-        self._pending = _Pending(self._step, action, tracked, tree, node, tree.delta[node], loop)
+        self._pending = _Pending(mcts.step, action, tracked, tree, node, tree.delta[node], loop)
         self._remember(tracked, tree)
-        self._step += 1
+        mcts.step += 1
         return action
-
-    def _search(self, root: Transition | Tree, sim: _LoopPenalised) -> SearchOutput:
-        return search(
-            root,
-            simulator=sim,
-            propose_fn=self.propose_fn,
-            value_fn=self.value_fn,
-            select_fn=self.select_fn,
-            budget=self.budget,
-            rng=self._rng,
-            discount=self.discount,
-        )
 
     def _remember(self, state: WorldState, tree: Tree) -> None:
         self._history = [(s, t) for s, t in self._history if t is not tree and s != state]
@@ -366,8 +340,6 @@ class SelfCorrectingPolicy:
         if not (missing or surprising):
             return None, TraceRecord(**fields)
         fields["mismatch"] = True
-        if not self.correct:
-            return None, TraceRecord(**fields)
         reasons = []
         if missing:
             gained = set(pending.predicted.added)
@@ -382,9 +354,10 @@ class SelfCorrectingPolicy:
         if node is not None and tree.alive(node) and self.mismatch_penalty:
             tree.penalise(node, self.mismatch_penalty)
             fields["penalty"] = self.mismatch_penalty
-        if isinstance(self.simulator, RulesSimulator):
-            kept = self.simulator.correct(pending.before, pending.action, observed)
-            fields["correction"] = _as_json(kept)
+        # A simulator that learns keeps an exception (returned); the live env learns nothing.
+        fields["correction"] = _as_json(
+            self.simulator.correct(pending.before, pending.action, observed)
+        )
         # Backtrack: the nearest remembered state equal to what is observed now.
         target, kind, depth = None, "none", None
         for back, (state, remembered) in enumerate(reversed(self._history), start=1):
@@ -406,25 +379,3 @@ def _transition_of(tree: Tree, node: int) -> Transition:
         tree.slot_key[tree.slot[node]],
         tree.delta[node],
     )
-
-
-def _predictor(rules: Predictor | str | Path | None) -> Predictor:
-    if rules is None:
-        raise ValueError(
-            "the rules simulator needs rules: a rules.jsonl path (wmkit-distill), a "
-            f"predictor, or one of {sorted(BUILTIN_RULES)}"
-        )
-    if isinstance(rules, (str, Path)):
-        name = str(rules)
-        if name in BUILTIN_RULES:
-            return BUILTIN_RULES[name]()
-        from wmkit.knowledge.rules import RuleSet
-
-        path = Path(name)
-        if not path.is_file():
-            raise ValueError(
-                f"rules {name!r} is neither a file nor a built-in rule set "
-                f"({sorted(BUILTIN_RULES)})"
-            )
-        return RuleSet.load(path)
-    return rules

@@ -1,0 +1,156 @@
+"""``MCTSPolicy``: plain Monte Carlo tree search over any episode simulator (a Policy).
+
+The one plain MCTS of wmkit: each step it searches from the real state with
+:func:`~wmkit.search.search.search` and plays the root's most visited action. The
+simulator is a part, not a mode: the live env restored exactly
+(:class:`~wmkit.search.simulators.EnvSnapshotSimulator`) or a rule model over the
+tracked facts that can be wrong (:class:`~wmkit.search.rules_sim.RulesSimulator`, the
+baseline :class:`~wmkit.agents.self_correcting.SelfCorrectingPolicy` is measured
+against). The self-correcting policy searches through this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from wmkit.search.search import as_budget, search, ucb1
+from wmkit.search.simulators import admissible_proposal
+from wmkit.search.tree import Tree
+from wmkit.search.types import (
+    Budget,
+    EpisodeSimulator,
+    ProposeFn,
+    Pruning,
+    SearchOutput,
+    SelectFn,
+    Simulator,
+    Transition,
+    ValueFn,
+)
+from wmkit.search.values import HeuristicValue, reset_value, visit_value
+from wmkit.world.types import WorldState
+
+__all__ = ["MCTSPolicy"]
+
+
+class MCTSPolicy:
+    """Plain Monte Carlo tree search: search from the real state, play the best action.
+
+    Each :meth:`act` makes the root from the real state (:meth:`EpisodeSimulator.root`),
+    searches inside :meth:`EpisodeSimulator.preserve` (a live env is restored, so the
+    real episode goes on exactly as if no search had run) and returns the root's most
+    visited action. With ``reuse_tree`` the subtree under the action taken is kept for
+    the next step when the observation that step produced is the one the tree
+    predicted (never, with a rule model: it predicts no text).
+
+    Args:
+        simulator: what the search steps (``configs/simulator/``); its transposition key
+            and predicted deltas are its own (an env snapshot simulator reads no
+            ``wm.*`` unless it is built with an oracle ``key_fn``).
+        budget: simulations per step, depth limit and node cap (an int: simulations).
+        select_fn: the selection rule (default UCB1, ties broken by the policy's rng).
+        propose_fn: actions to try (default: the state's ``admissible_actions``).
+        value_fn: leaf values (default: a :class:`HeuristicValue`, reset per episode);
+            it is told each state the policy acts from (:func:`visit_value`).
+        discount: per-step discount in [0, 1].
+        pruning: prune clearly worse children while searching (None: never).
+        reuse_tree: keep the taken action's subtree for the next search.
+
+    Raises:
+        TypeError: a bad budget type.
+        ValueError: a budget field out of range.
+    """
+
+    def __init__(
+        self,
+        simulator: EpisodeSimulator,
+        *,
+        budget: Budget | int = 64,
+        select_fn: SelectFn | None = None,
+        propose_fn: ProposeFn | None = None,
+        value_fn: ValueFn | None = None,
+        discount: float = 0.95,
+        pruning: Pruning | None = None,
+        reuse_tree: bool = True,
+    ) -> None:
+        self.simulator = simulator
+        self.budget = as_budget(budget)
+        self.select_fn = select_fn or ucb1()
+        self.propose_fn = propose_fn or admissible_proposal
+        self.value_fn = value_fn or HeuristicValue()
+        self.discount = discount
+        self.pruning = pruning
+        self.reuse_tree = reuse_tree
+        self.last: SearchOutput | None = None
+        """The last search's output (its tree included), for logging and inspection."""
+        self.rng = np.random.default_rng(0)
+        """The episode's randomness (set by :meth:`reset`); searches draw from it."""
+        self.step = 0
+        """Actions taken this episode."""
+        self._tree: Tree | None = None
+        self._next: int | None = None
+
+    def reset(self, rng: np.random.Generator) -> None:
+        """Start a new episode: forget the tree and the simulator's episode; use ``rng``."""
+        self.rng = rng
+        self.step = 0
+        self._tree = self._next = self.last = None
+        self.simulator.reset()
+        reset_value(self.value_fn)
+
+    def root(self, observation: str, info: Mapping[str, Any], tracked: WorldState) -> Transition:
+        """The real state now as a search root; the value function is told it was visited."""
+        root = self.simulator.root(observation, info, tracked, step=self.step)
+        visit_value(self.value_fn, root)
+        return root
+
+    def search(self, root: Transition | Tree, simulator: Simulator | None = None) -> SearchOutput:
+        """One search from ``root`` with this policy's pieces; the real world is preserved.
+
+        Args:
+            root: the state to search from, or a tree to keep growing.
+            simulator: steps instead of :attr:`simulator` (a wrapper around it, such as
+                the self-correcting policy's loop penalty); None: the policy's own.
+        """
+        with self.simulator.preserve():
+            out = search(
+                root,
+                simulator=self.simulator if simulator is None else simulator,
+                propose_fn=self.propose_fn,
+                value_fn=self.value_fn,
+                select_fn=self.select_fn,
+                budget=self.budget,
+                rng=self.rng,
+                discount=self.discount,
+                pruning=self.pruning,
+            )
+        self.last = out
+        return out
+
+    def act(self, observation: str, info: Mapping[str, Any], tracked: WorldState) -> str:
+        """Search from the real state and return the best root action.
+
+        Raises:
+            RuntimeError: the search found no action (the state proposes none).
+        """
+        root: Transition | Tree = self.root(observation, info, tracked)
+        kept, node = self._tree, self._next
+        self._tree = self._next = None
+        if kept is not None and node is not None and kept.observation[node] == observation:
+            # The tree foresaw this very observation: keep what it learned below it.
+            kept.reroot(node)
+            kept.replace_root_record(root)
+            root = kept
+        out = self.search(root)
+        if out.action is None:
+            raise RuntimeError(
+                "MCTSPolicy found no action to take: the proposer offered none here "
+                f"(admissible_actions={list(info.get('admissible_actions', []))[:5]})"
+            )
+        if self.reuse_tree:
+            self._tree, self._next = out.tree, out.tree.child(out.tree.root, out.action)
+        self.step += 1
+        return out.action
