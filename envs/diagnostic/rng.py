@@ -63,3 +63,44 @@ class StepRng:
         for _ in range(k):
             out.append(pool.pop(self.below(len(pool))))
         return out
+
+    def variant(self, paraphrases: int, rate: float) -> int:
+        """Return which template a message uses, in one draw (the step path's hottest).
+
+        0 (the canonical template) with probability ``1 - rate``, else a uniform int in
+        ``[1, paraphrases]``: a draw under ``rate`` is uniform below it, so it picks the
+        paraphrase too. With ``paraphrases == 0`` it returns 0 (and still draws).
+        """
+        self.x = x = (self.x * 0x5DEECE66D + 11) & _M48
+        u = x * 3.552713678800501e-15
+        if u >= rate:
+            return 0
+        v = int(u / rate * paraphrases)
+        return v + 1 if v < paraphrases else paraphrases
+
+    @classmethod
+    def at(cls, x: int) -> StepRng:
+        """Return a generator standing at position ``x``, without seeding.
+
+        ``x`` is a ``.x`` read before (where a step's draws stopped) or one of
+        :meth:`starts`.
+        """
+        rng = cls.__new__(cls)
+        rng.x = x
+        return rng
+
+    @staticmethod
+    def starts(seed: int, first: int, n: int) -> list[int]:
+        """Return ``StepRng(seed, step).x`` for the ``n`` steps from ``first``, at once.
+
+        numpy's uint64 arithmetic wraps modulo 2**64 as the seeding's masks do: one pass
+        over an episode's steps costs less than seeding them one by one (~0.6 us each),
+        for a family that keeps its episode's starts and resumes them with :meth:`at`.
+        """
+        import numpy as np  # only here: the step path never seeds through numpy
+
+        mix = np.uint64(0xBF58476D1CE4E5B9)
+        base = (seed * 0x9E3779B97F4A7C15 + first * 0xBF58476D1CE4E5B9 + 1) & _M64
+        z = np.uint64(base) + np.arange(n, dtype=np.uint64) * mix
+        z = (z ^ (z >> np.uint64(30))) * mix
+        return ((z ^ (z >> np.uint64(31))) & np.uint64(_M48)).tolist()

@@ -17,13 +17,15 @@ import re
 import string
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import itemgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from wmkit.world.types import Claim
 
 __all__ = [
     "ClaimSpec",
     "Form",
+    "FrameMemo",
+    "LineMemo",
     "Message",
     "MessageKind",
     "SlotType",
@@ -256,6 +258,32 @@ class Form(NamedTuple):
         """Return variant ``variant`` filled with canonical ``values`` (in ``order``)."""
         return self.line(variant, tuple([f(v) for f, v in zip(self.to_text, values, strict=True)]))
 
+    def draw(self, rng: Any, rate: float, texts: tuple[str, ...]) -> str:
+        """Return a line: a paraphrase at ``rate``, filled with surface ``texts`` (in ``order``).
+
+        What ``line(rng.variant(paraphrases, rate), texts)`` returns, in one call fewer
+        (the step path renders a few lines a step); a kind without paraphrases draws
+        nothing. ``rng`` is the step's :class:`~wmkit.envs.diagnostic.rng.StepRng`.
+        """
+        variant = rng.variant(self.paraphrases, rate) if self.paraphrases else 0
+        if not texts:
+            return self.formats[variant]
+        reorder = self.reorders[variant]
+        return self.formats[variant] % (texts if reorder is None else reorder(texts))
+
+    def frame(self, variant: int, values: tuple[str, ...]) -> tuple[str, str]:
+        """Return variant ``variant`` split at its last slot (in ``order``): ``(head, tail)``.
+
+        ``values`` are the canonical values of the other slots; the line is ``head``, the
+        last slot's surface form, ``tail``. For lines whose last value changes often (a
+        price) while the rest recur: the frame is kept (:class:`FrameMemo`), not the line.
+        """
+        texts = tuple([f(v) for f, v in zip(self.to_text, values, strict=False)])
+        if len(texts) != len(self.order) - 1:
+            raise ValueError(f"{self.name}: {len(self.order) - 1} values needed, got {values}")
+        head, _, tail = self.line(variant, (*texts, "\0")).partition("\0")
+        return head, tail
+
 
 def _percent(template: str, order: tuple[str, ...]) -> tuple[str, Callable | None]:
     # ``template`` as a ``%`` format, and the getter that reorders ``order``'s values for it.
@@ -347,3 +375,53 @@ class Voice:
                 tuple(k for k, slot in enumerate(order) if book.slot_types[slot].entity),
                 tuple(book.slot_types[slot].to_text for slot in order),
             )
+
+
+class LineMemo(dict):
+    """Lines rendered from a :class:`Voice`'s forms, memoised by their key.
+
+    The key is ``(kind, variant, values)``, ``values`` canonical in the form's order. A
+    line is a pure function of its key, and lines about one thing (an offer, a city, a
+    person) recur all episode: a hit costs one dict lookup where rendering costs a
+    microsecond or more. The step path reads ``memo.get(key) or memo.render(key)``.
+    Bounded: emptied when it holds ``size`` lines (ids drawn fresh keep coming).
+
+    Args:
+        voice: the family's :class:`Voice`.
+        size: the most lines kept.
+    """
+
+    __slots__ = ("forms", "size")
+
+    def __init__(self, voice: Voice, size: int = 8192) -> None:
+        super().__init__()
+        self.forms = voice.forms
+        self.size = size
+
+    def render(self, key: tuple[str, int, tuple[str, ...]]) -> str:
+        """Return the line of ``key`` (``Form.render``), and keep it."""
+        kind, variant, values = key
+        return self._keep(key, self.forms[kind].render(variant, values))
+
+    def _keep(self, key: tuple[str, int, tuple[str, ...]], value: Any) -> Any:
+        if len(self) >= self.size:
+            self.clear()
+        self[key] = value
+        return value
+
+
+class FrameMemo(LineMemo):
+    """Line frames (:meth:`Form.frame`) memoised by their key.
+
+    The key is ``(kind, variant, values but the last)``, the frame ``(head, tail)``. For
+    lines whose last value rarely repeats (a price that drifts) while the rest recur (an
+    offer's name): ``head, tail = memo.get(key) or memo.render(key)``, then the line is
+    ``head + last + tail`` (``last`` in its surface form).
+    """
+
+    __slots__ = ()
+
+    def render(self, key: tuple[str, int, tuple[str, ...]]) -> tuple[str, str]:  # type: ignore
+        """Return the frame of ``key`` (``Form.frame``), and keep it."""
+        kind, variant, values = key
+        return self._keep(key, self.forms[kind].frame(variant, values))

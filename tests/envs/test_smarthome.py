@@ -51,7 +51,6 @@ from wmkit.envs.smarthome import (
     SmartHomeParams,
     SmartHomeState,
     _apply,
-    _step_x,
     read,
 )
 from wmkit.world.types import Claim, Fact
@@ -368,8 +367,14 @@ def find_task(env: SmartHomeEnv, kinds: tuple[str, ...], steps: int = 400):
 def test_increment_read_as_overwrite_costs_and_as_increment_pays():
     env = make(ground_truth=True, horizon=1000)
     env.reset(seed=3)
+    def confusable(task) -> bool:  # an increment that reads differently as an overwrite
+        if task.op != "adjust" or len(task.commands) < 2:
+            return False
+        level, dtype = env.snapshot().levels[task.device], env.snapshot().home.types[task.device]
+        return _apply("adjust", task.value, level, dtype) != abs(task.value)
+
     task = find_task(env, ("now",))
-    while task.op != "adjust" or len(task.commands) < 2:
+    while not confusable(task):
         env.step(task.commands[0])
         task = find_task(env, ("now",))
     token = env.snapshot()
@@ -508,7 +513,7 @@ def test_probes_are_true_and_anchored_with_short_and_long_chains():
 
 
 def test_snapshot_restore_and_pickle_reproduce_the_next_step():
-    # A pickled state travels without the episode's caches (parses, step seeds, facts).
+    # A pickled state carries no memo: the core keeps those (parses, step seeds, facts).
     assert_snapshot_restore_reproduces(
         make,
         lambda rng, info, env: pick_action(rng, info),
@@ -546,17 +551,43 @@ def test_step_seeds_inside_and_past_the_horizon():
     env = make(horizon=20)
     env.reset(seed=5)
     state = env.snapshot()
-    home, seed = state.home, state.seed
-    assert [_step_x(home, t) for t in range(40)] == [StepRng(seed, t).x for t in range(40)]
+    memo = env.core.memo(state.home)
+    assert [memo.rng(t).x for t in range(40)] == [StepRng(state.seed, t).x for t in range(40)]
     # A planner may look past the horizon: the core steps on with the same stream.
     for _ in range(20):
         state = env.core.transition(state, "wait")
     assert state.step == 20
     late = env.core.transition(state, "wait")
-    again = pickle.loads(pickle.dumps(state))  # its home arrives with no step seeds
-    assert not again.home.starts
-    assert env.core.transition(again, "wait") == late
+    again = pickle.loads(pickle.dumps(state))  # a house of its own: its memo is made anew
+    assert again.home == state.home and again.home is not state.home
+    assert SmartHomeFuncEnv(env.params).transition(again, "wait") == late
     assert late.step == 21 and late.text
+
+
+def test_step_rng_starts_and_at_resume_the_seeded_stream():
+    # The shared generator's two additions this family steps with.
+    for seed in (0, 5, 2**62 - 1):
+        assert StepRng.starts(seed, -2, 30) == [StepRng(seed, t).x for t in range(-2, 28)]
+    seeded, resumed = StepRng(7, 3), StepRng.at(StepRng.starts(7, 3, 1)[0])
+    assert [seeded.bits() for _ in range(9)] == [resumed.bits() for _ in range(9)]
+
+
+def test_one_core_steps_interleaved_episodes_as_one_core_each_does():
+    # The core keeps a memo per episode (parses, step seeds, facts), not the states:
+    # hopping between more episodes than it keeps memos of changes nothing.
+    shared = SmartHomeFuncEnv(SmartHomeParams(horizon=30))
+    states = [shared.initial(seed) for seed in range(70)]
+    alone = [SmartHomeFuncEnv(SmartHomeParams(horizon=30)) for _ in states]
+    expected = [core.initial(seed) for seed, core in enumerate(alone)]
+    assert states == expected
+    rng = random.Random(3)
+    for _ in range(12):
+        for k in range(len(states)):
+            action = rng.choice([*states[k].admissible, "dance", "set thermostat to 99"])
+            states[k] = shared.transition(states[k], action)
+            expected[k] = alone[k].transition(expected[k], action)
+            assert states[k] == expected[k]
+            assert shared.truth(states[k]) == alone[k].truth(expected[k])
 
 
 def test_state_hash_is_stable_and_follows_the_world():

@@ -77,7 +77,7 @@ def latch_house():
 @pytest.fixture(scope="module")
 def vault_house():
     seed, door, key = latch_house()
-    rows, _ = record("wmkit/Vault-v0", seed, 12, horizon=200, load=2)
+    rows, _ = record("wmkit/Vault-v0", seed, 16, horizon=200, load=2)
     return seed, door, key, list(transitions_from_rows(rows))
 
 
