@@ -38,10 +38,8 @@ from family_checks import (
 from gymnasium.utils.env_checker import check_env
 
 import wmkit.envs  # noqa: F401  (registers wmkit/Parcel-v0)
-from wmkit.envs import parcel
 from wmkit.envs.diagnostic.text import ClaimSpec, Message, MessageKind, SlotType, TextBook
 from wmkit.envs.parcel import (
-    _LINE_MAX,
     TEXT,
     ParcelEnv,
     ParcelFuncEnv,
@@ -49,6 +47,9 @@ from wmkit.envs.parcel import (
     ParcelState,
     read,
 )
+from wmkit.envs.parcel import commands as parcel_commands
+from wmkit.envs.parcel import state as parcel_state
+from wmkit.envs.parcel.text import _LINE_MAX, ID_CAPACITY, PERSONS
 from wmkit.world.types import Claim, Fact, WorldState
 
 REJECTIONS = (
@@ -555,7 +556,7 @@ def test_kept_parses_equal_parsing_the_words():
     # Parses are kept, some made ahead with the admissible commands, reroutes through a
     # shortcut: each must be what parsing the command's words gives.
     def words(command: str) -> tuple[str, ...]:
-        return parcel._parse_words(command.lower().split())
+        return parcel_commands.parse_words(command.lower().split())
 
     env = make(load=6, indirection=0.0)
     rng = random.Random(16)
@@ -563,7 +564,7 @@ def test_kept_parses_equal_parsing_the_words():
     checked = 0
     for _ in range(150):
         for command in info["admissible_actions"]:
-            assert parcel._parse(command) == words(command), command
+            assert parcel_commands.parse(command) == words(command), command
             checked += 1
         _, _, _, _, info = env.step(pick_action(rng, info))
     assert checked > 2000
@@ -576,31 +577,32 @@ def test_kept_parses_equal_parsing_the_words():
         " track px-1234",
         "NOTIFY ann",
     ):
-        assert parcel._parse(command) == words(command), command
-    assert parcel._parse("reroute px-1234 to 12 elm st") == (
+        assert parcel_commands.parse(command) == words(command), command
+    assert parcel_commands.parse("reroute px-1234 to 12 elm st") == (
         "reroute",
         "parcel:px-1234",
         "12 elm st",
     )
-    assert parcel._parse("reroute px-1234 to the moon") == ("reroute", "parcel:px-1234", None)
+    moon = ("reroute", "parcel:px-1234", None)
+    assert parcel_commands.parse("reroute px-1234 to the moon") == moon
 
 
 def test_parses_ahead_survive_emptying_the_kept_parses(monkeypatch):
     # The escalate, track and notify commands of every id and person are parsed at import;
     # each must be what parsing its words gives, and emptying the kept parses (when they
     # grow large) must keep them and still parse everything else right.
-    ahead = parcel._PARSED_AHEAD
-    assert len(ahead) == 2 * parcel.ID_CAPACITY + len(parcel.PERSONS)
+    ahead = parcel_commands._PARSED_AHEAD
+    assert len(ahead) == 2 * ID_CAPACITY + len(PERSONS)
     for command in random.Random(20).sample(sorted(ahead), 500):
-        assert ahead[command] == parcel._parse_words(command.split()), command
-    monkeypatch.setattr(parcel, "_PARSED", dict(ahead))
-    monkeypatch.setattr(parcel, "_PARSED_LIMIT", len(ahead) + 3)
+        assert ahead[command] == parcel_commands.parse_words(command.split()), command
+    kept = parcel_commands.PARSES
+    monkeypatch.setattr(kept, "limit", len(ahead) + 3)
     fresh = [f"reroute px-{n} to {n % 99 + 1} elm st" for n in range(1000, 1010)]
     for command in fresh:  # past the limit: emptied, then refilled with the ahead parses
-        assert parcel._parse(command) == parcel._parse_words(command.split())
-    assert len(parcel._PARSED) < len(ahead) + 3
-    assert all(parcel._PARSED[c] == parsed for c, parsed in ahead.items())
-    assert parcel._parse("Track PX-1000") == ("track", "parcel:px-1000")
+        assert parcel_commands.parse(command) == parcel_commands.parse_words(command.split())
+    assert len(kept) < len(ahead) + 3
+    assert all(kept.get(c) == parsed for c, parsed in ahead.items())
+    assert parcel_commands.parse("Track PX-1000") == ("track", "parcel:px-1000")
 
 
 def test_ground_truth_does_not_depend_on_the_digest_cache(monkeypatch):
@@ -617,7 +619,7 @@ def test_ground_truth_does_not_depend_on_the_digest_cache(monkeypatch):
         return [canonical_json({k: v for k, v in i.items() if k.startswith("wm.")}) for i in infos]
 
     kept = truth_infos()
-    monkeypatch.setattr(parcel._digest, "limit", 2)
+    monkeypatch.setattr(parcel_state._digest, "limit", 2)
     assert truth_infos() == kept
 
 
