@@ -116,8 +116,21 @@ def test_a_dripping_server_is_cut_off_at_the_deadline(chat_server, headers):
     assert 1.9 <= elapsed < 5.0, elapsed
 
 
-def test_the_deadline_defaults_to_three_timeouts_and_is_checked():
-    assert ChatClient("http://127.0.0.1:1/v1", "m", timeout=5).deadline == 15.0
+def test_the_deadline_bounds_the_whole_call_retries_included(chat_server):
+    # Every attempt drips: with a fresh deadline per attempt, 3 attempts took ~6 s.
+    for _ in range(3):
+        chat_server.script(drip(0.5))
+    client = _client(chat_server, deadline=2.0, max_retries=2, backoff=0.1)
+    start = time.monotonic()
+    with pytest.raises(LLMTimeoutError, match="deadline of 2s"):
+        client.complete(HELLO)
+    assert time.monotonic() - start < 3.5
+    assert client.requests_sent == 1  # no retry that could not finish in time was started
+
+
+def test_the_deadline_defaults_to_three_timeouts_an_attempt_and_is_checked():
+    assert ChatClient("http://127.0.0.1:1/v1", "m", timeout=5).deadline == 45.0  # 3 attempts
+    assert ChatClient("http://127.0.0.1:1/v1", "m", timeout=5, max_retries=0).deadline == 15.0
     assert ChatClient("http://127.0.0.1:1/v1", "m", timeout=5, deadline=1).deadline == 1.0
     for bad in ({"deadline": 0}, {"max_reply_bytes": 0}, {"max_reply_bytes": 1.5}):
         with pytest.raises(LLMConfigError, match=next(iter(bad))):

@@ -15,9 +15,10 @@ What every request is held to:
 - **Typed failures.** Anything that breaks (refused, reset, a body shorter than its
   ``Content-Length``, a status line that is not HTTP, JSON that is not a completion)
   is an ``LLMError`` (``wmkit.llm.errors``) that says what to fix.
-- **A deadline per request**, not only per read: a server that drips a byte at a time
-  is cut off ``deadline`` seconds after the request started, headers included (a
-  watchdog shuts the socket down; each attempt has its own connection so that it can).
+- **A deadline per call**, not only per read: a ``chat`` call, its retries and the
+  waits between them included, ends ``deadline`` seconds after it started; a server that
+  drips a byte at a time is cut off then, headers included (a watchdog shuts the socket
+  down; each attempt has its own connection so that it can).
 - **A size limit**: the reply is read in chunks and refused past ``max_reply_bytes``
   (at once when its ``Content-Length`` says so), so a runaway server cannot fill memory.
 
@@ -80,11 +81,11 @@ class ChatClient:
         api_key: sent as ``Authorization: Bearer <key>`` when given.
         timeout: seconds allowed for connecting and for each read or write (a server
             that sends nothing for this long times out).
-        deadline: seconds one request may take from connecting to the last byte of the
-            reply, however steadily the bytes come; each retry gets a fresh one, so a
-            whole ``chat`` call takes at most ``(max_retries + 1) * deadline`` plus the
-            waits between attempts. None: ``3 * timeout`` (connecting, waiting for the
-            answer and reading it may each take up to ``timeout``).
+        deadline: seconds a whole ``chat`` call may take, from connecting to the last
+            byte of the reply, however steadily the bytes come, retries and the waits
+            between them included (no retry starts that could not finish in time).
+            None: ``3 * timeout * (max_retries + 1)`` (connecting, waiting for the
+            answer and reading it may each take up to ``timeout``, on every attempt).
         max_retries: retries after the first attempt, for timeouts, broken transfers,
             429 and 5xx only.
         backoff: seconds before the first retry; doubles with each retry.
@@ -146,8 +147,10 @@ class ChatClient:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.timeout = float(timeout)
-        self.deadline = float(deadline) if deadline is not None else 3 * self.timeout
         self.max_retries = int(max_retries)
+        self.deadline = (
+            float(deadline) if deadline is not None else 3 * self.timeout * (max_retries + 1)
+        )
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self.max_reply_bytes = max_reply_bytes
@@ -220,15 +223,17 @@ class ChatClient:
             if hit is not None:
                 return hit
         body = json.dumps({"model": self.model, "messages": checked, **merged}).encode()
+        end = time.monotonic() + self.deadline
         attempt = 0
         while True:
             try:
-                completion = _completion(self._post(body), self.model, self.url)
+                completion = _completion(self._post(body, end), self.model, self.url)
                 break
             except LLMError as err:
-                if not _retryable(err) or attempt >= self.max_retries:
-                    raise
                 wait = self._wait(attempt, err)
+                retry = _retryable(err) and attempt < self.max_retries
+                if not retry or time.monotonic() + wait >= end:
+                    raise
                 attempt += 1
                 self.retries += 1
                 log.warning(
@@ -249,10 +254,13 @@ class ChatClient:
             wait = max(wait, err.retry_after)
         return min(wait, self.max_backoff)
 
-    def _post(self, body: bytes) -> bytes:
-        """POST ``body`` and return the raw 2xx response body, or raise a typed error."""
+    def _post(self, body: bytes, end: float) -> bytes:
+        """POST ``body`` and return the raw 2xx body by ``end`` (monotonic), or raise."""
+        left = end - time.monotonic()
+        if left <= 0:
+            raise self._past_deadline()
         self.requests_sent += 1
-        watchdog = _Watchdog(self.deadline)
+        watchdog = _Watchdog(left)
         try:
             with self._http.stream(
                 "POST", self.url, content=body, extensions={"trace": watchdog.trace}
@@ -319,7 +327,7 @@ class ChatClient:
         return LLMTimeoutError(
             f"{self.url} did not finish answering within the deadline of {self.deadline:g}s "
             f"(the timeout of {self.timeout:g}s applies to each read; the deadline to the "
-            "whole request)"
+            "whole call, retries included)"
         )
 
     def _too_large(self, detail: str) -> LLMResponseError:
