@@ -29,7 +29,7 @@ _ENTRY_POINTS = {
     "wmkit/Booking-v0": "wmkit.envs.booking:BookingEnv",
     "wmkit/Vault-v0": "wmkit.envs.vault:VaultEnv",
     "wmkit/Reference-v0": "wmkit.envs.diagnostic.reference:ReferenceEnv",
-    "wmkit/Jericho-v0": "wmkit.envs.jericho_env:JerichoEnv",
+    "wmkit/Jericho-v0": "wmkit.envs.jericho:JerichoEnv",
     "wmkit/TextWorld-v0": "wmkit.envs.textworld_env:TextWorldEnv",
 }
 

@@ -36,7 +36,7 @@ from rich.console import Console
 from rich.table import Table
 
 from wmkit.envs import DIAGNOSTIC_IDS
-from wmkit.envs.jericho_env import GAMES_DIR_VAR
+from wmkit.envs.jericho import GAMES_DIR_VAR
 
 console = Console()
 

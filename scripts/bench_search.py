@@ -41,7 +41,7 @@ from rich.console import Console
 from rich.table import Table
 
 import wmkit.envs  # noqa: F401  (registers the wmkit/ ids)
-from wmkit.envs.jericho_env import GAMES_DIR_VAR
+from wmkit.envs.jericho import GAMES_DIR_VAR
 from wmkit.search import (
     Budget,
     EnvSnapshotSimulator,

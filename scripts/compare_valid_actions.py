@@ -28,7 +28,7 @@ from pathlib import Path
 import gymnasium
 
 import wmkit.envs  # noqa: F401  (registers the wmkit/* ids)
-from wmkit.envs.jericho_env import GAMES_DIR_VAR, find_game
+from wmkit.envs.jericho import GAMES_DIR_VAR, find_game
 
 
 def _use_model(path: str | None) -> None:

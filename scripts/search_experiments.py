@@ -118,7 +118,7 @@ def games(args: argparse.Namespace) -> None:
         raise SystemExit(f"unknown agents {sorted(unknown)}; choose from {sorted(policies)}")
     policies = {name: policies[name] for name in args.agents}
     if args.games and args.actions == "quick":
-        from wmkit.envs.jericho_env import QUICK_OUTCOMES, QUICK_TRIES  # needs jericho
+        from wmkit.envs.jericho import QUICK_OUTCOMES, QUICK_TRIES  # needs jericho
 
         args.quick_tries = args.quick_tries or QUICK_TRIES
         args.quick_outcomes = args.quick_outcomes or QUICK_OUTCOMES

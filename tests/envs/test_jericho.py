@@ -16,17 +16,16 @@ from gymnasium.utils.env_checker import check_env, data_equivalence
 jericho = pytest.importorskip("jericho")
 
 import wmkit.envs  # noqa: E402, F401  (registers the ids)
-from wmkit.envs.jericho_actions import Outcome, ValidActions, get_state, set_state  # noqa: E402
-from wmkit.envs.jericho_env import (  # noqa: E402
+from wmkit.envs.jericho import (  # noqa: E402
     PLAYER,
     REFUSED,
     EmulatorHalted,
     JerichoEnv,
     JerichoToken,
-    _layout,
-    _names,
     check_story,
 )
+from wmkit.envs.jericho.actions import Outcome, ValidActions, get_state, set_state  # noqa: E402
+from wmkit.envs.jericho.story import _layout, _names  # noqa: E402
 from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated  # noqa: E402
 from wmkit.evals.results import ResultsFile  # noqa: E402
 from wmkit.world.types import Fact, Probe  # noqa: E402

@@ -18,8 +18,8 @@ from jericho import defines
 from jericho.util import verb_usage_count
 
 import wmkit.envs  # noqa: F401  (registers the ids)
-from wmkit.envs.jericho_actions import Outcome, ValidActions
-from wmkit.envs.jericho_env import QUICK_TRIES, JerichoEnv
+from wmkit.envs.jericho import QUICK_TRIES, JerichoEnv
+from wmkit.envs.jericho.actions import Outcome, ValidActions
 
 pytestmark = [pytest.mark.jericho, pytest.mark.filterwarnings("ignore::UserWarning")]
 

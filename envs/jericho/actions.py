@@ -62,12 +62,21 @@ from jericho.util import clean, recognized, verb_usage_count
 __all__ = [
     "GENERIC_TEMPLATES",
     "INFO_VERBS",
+    "QUICK_OUTCOMES",
+    "QUICK_TRIES",
     "Outcome",
     "ValidActions",
     "game_templates",
     "get_state",
     "set_state",
 ]
+
+QUICK_OUTCOMES = 16
+"""Default ``quick_outcomes``: distinct world-changing outcomes after which the quick
+valid-action search stops."""
+
+QUICK_TRIES = 300
+"""Default ``quick_tries``: commands the quick valid-action search tries per state at most."""
 
 GENERIC_TEMPLATES = (
     *defines.BASIC_ACTIONS,
