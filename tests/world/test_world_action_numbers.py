@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+from tiny_world import LAMP, LIVING, SON
 
 from wmkit.world import (
     ActionParseError,
@@ -25,17 +26,12 @@ from wmkit.world import (
     WorldError,
     advance,
     apply,
-    canonical_id,
     compile_condition,
     evaluate,
     parse_action,
     register,
 )
 from wmkit.world.errors import StepError
-
-LAMP = canonical_id("lamp", "living-lamp")
-SON = canonical_id("person", "son")
-LIVING = canonical_id("room", "living")
 
 NON_FINITE_JSON = ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"]
 

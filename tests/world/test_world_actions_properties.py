@@ -23,21 +23,19 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
+from tiny_world import HALL, LAMP, LIVING, SON, make_world
 
 from wmkit.world import (
     ActionParseError,
     AtomicAction,
-    EntityContract,
     ScheduleEvent,
     UpdateEntity,
     World,
     WorldError,
     advance,
     apply,
-    canonical_id,
     parse_action,
     parse_actions,
-    register,
 )
 from wmkit.world.actions import MAX_STEP
 from wmkit.world.registry import MAX_INT
@@ -52,28 +50,11 @@ FIELDS = [
     "ttl", "event_id", "delay", "condition", "retry_steps", "actions", "subject",
 ]  # fmt: skip
 
-CONTRACTS = [
-    EntityContract("lamp", {"brightness", "color"}, statuses={"on", "off"}),
-    EntityContract("person", {"mood"}),
-    EntityContract("room"),
-]
-LAMP = canonical_id("lamp", "living-lamp")
-SON = canonical_id("person", "son")
-LIVING = canonical_id("room", "living")
-HALL = canonical_id("room", "hall")
 IDS = [LAMP, SON, LIVING, HALL, "nobody:0"]
 NAMES = ["status", "brightness", "color", "mood", "at", "in", "owns", "last_updated"]
 
 
-def base_world() -> World:
-    w = World.create(CONTRACTS, confidence_floor=0.5)
-    w = register(w, "lamp", "living-lamp", {"status": "on", "brightness": 80})
-    w = register(w, "person", "son", {"status": "away"})
-    w = register(w, "room", "living", {"status": "ok"})
-    return register(w, "room", "hall", {"status": "ok"})
-
-
-WORLD = base_world()
+WORLD = make_world()
 
 # --- values ---------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
 import pytest
+from tiny_world import HALL, LAMP, LIVING, SON
 
 from wmkit.world import (
     AddRelation,
@@ -14,15 +15,9 @@ from wmkit.world import (
     WorldState,
     advance,
     apply,
-    canonical_id,
     parse_action,
     register,
 )
-
-LAMP = canonical_id("lamp", "living-lamp")
-SON = canonical_id("person", "son")
-LIVING = canonical_id("room", "living")
-HALL = canonical_id("room", "hall")
 
 
 def dim(level=30):
