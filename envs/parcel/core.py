@@ -99,7 +99,7 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         for _ in range(params.load):
             book(d)
         chatter(d, params.distractors)
-        return freeze(blank, d, advanced=False)
+        return freeze(d, advanced=False)
 
     def transition(
         self, state: ParcelState, action: str, rng: Any = None, params: Any = None
@@ -111,7 +111,8 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         that fell due meanwhile happen at the next accepted command.
         """
         command = PARSES[action] if isinstance(action, str) else NOT_UNDERSTOOD
-        seed, step, params = state.seed, state.step + 1, state.params
+        params, seed, step = state[:3]  # (by position: see Draft)
+        step += 1
         starts = self._starts.get(seed) or self._episode_starts(seed)
         rng = StepRng.at(starts[step]) if step < len(starts) else StepRng(seed, step)
         d = Draft(state, rng, step)
@@ -120,7 +121,7 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         else:
             run_events(d, params.load, params.indirection)
             chatter(d, params.distractors)
-            new = freeze(state, d)
+            new = freeze(d)
         if self._truth:  # facts and digest follow from the last state's, once known
             _carry_world(state, new)
         return new

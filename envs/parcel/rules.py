@@ -141,21 +141,25 @@ class Draft:
             changed, or ``()``.
         admissible, commands: carried over, or None where the step may change them.
         reward: the step's reward; ``max_score``: requests issued so far.
+        params, seed, score: the state's; ``before``: its ``(active, live)``.
     """
 
     __slots__ = (
-        "acted", "active", "admissible", "commands", "index", "lines", "live", "max_score",
-        "rate", "retired", "reward", "rng", "said", "step", "used",
+        "acted", "active", "admissible", "before", "commands", "index", "lines", "live",
+        "max_score", "params", "rate", "retired", "reward", "rng", "said", "score", "seed",
+        "step", "used",
     )  # fmt: skip
 
     def __init__(self, state: ParcelState, rng: StepRng, step: int) -> None:
-        # One unpacking of the state (``_`` for the fields a step makes anew).
+        # One unpacking of the state (``_`` for the fields a step makes anew), keeping
+        # what ``freeze`` reads of it: a NamedTuple field read by name is an unspecialised
+        # attribute lookup in CPython 3.11, several times an unpacking's cost per field.
         (
-            params, _, _, self.active, live, self.retired, self.index, self.used, _, _, _, _,
-            _, self.admissible, self.commands, _, _, self.max_score,
+            self.params, self.seed, _, active, live, self.retired, self.index, self.used, _,
+            _, _, _, _, self.admissible, self.commands, _, self.score, self.max_score,
         ) = state  # fmt: skip
-        self.rng, self.step, self.rate = rng, step, params.paraphrase_rate
-        self.live = list(live)
+        self.rng, self.step, self.rate = rng, step, self.params.paraphrase_rate
+        self.active, self.live, self.before = active, list(live), (active, live)
         self.lines, self.said, self.acted, self.reward = [], [], (), 0
 
 
@@ -423,8 +427,8 @@ def say_intro(d: Draft) -> None:
 # --- the next state ------------------------------------------------------------------------
 
 
-def freeze(state: ParcelState, d: Draft, advanced: bool = True) -> ParcelState:
-    """The state ``d`` drafted from ``state``; ``advanced``: the world moved on."""
+def freeze(d: Draft, advanced: bool = True) -> ParcelState:
+    """The state ``d`` drafted; ``advanced``: the world moved on."""
     admissible, commands = d.admissible, d.commands
     if admissible is None:
         if commands is None:
@@ -434,9 +438,9 @@ def freeze(state: ParcelState, d: Draft, advanced: bool = True) -> ParcelState:
     return _new(
         ParcelState,
         (
-            state.params, state.seed, d.step, d.active, tuple(d.live), d.retired, d.index,
-            d.used, "\n".join(d.lines), tuple(d.said), advanced, (state.active, state.live),
-            d.acted, admissible, commands, reward, state.score + reward, d.max_score,
+            d.params, d.seed, d.step, d.active, tuple(d.live), d.retired, d.index, d.used,
+            "\n".join(d.lines), tuple(d.said), advanced, d.before, d.acted, admissible,
+            commands, reward, d.score + reward, d.max_score,
         ),
     )  # fmt: skip
 
@@ -449,7 +453,7 @@ def reject(state: ParcelState, d: Draft, reply: _Reply) -> ParcelState:
         text=form.draw(d.rng, d.rate, texts),
         said=names,
         advanced=False,
-        before=(state.active, state.live),
+        before=d.before,
         acted=(),
         reward=0,
     )
