@@ -84,6 +84,7 @@ from textworld.generator.inform7 import Inform7Game
 from textworld.logic import Action, Proposition, State
 
 from wmkit.envs import twgames
+from wmkit.envs.diagnostic.params import check_int, check_rate
 from wmkit.world.types import Delta, Fact, Probe, delta_info
 
 __all__ = ["FAMILIES", "LOCATIONS", "TextWorldEnv", "TextWorldSnapshot"]
@@ -250,14 +251,8 @@ class TextWorldEnv(gymnasium.Env[str, str]):
     ) -> None:
         if not isinstance(ground_truth, bool):
             raise TypeError(f"ground_truth must be a bool, got {ground_truth!r}")
-        if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)):
-            raise TypeError(f"horizon must be an int, got {type(horizon).__name__} {horizon!r}")
-        if horizon < 1:
-            raise ValueError(f"horizon must be >= 1, got {horizon}")
-        if isinstance(probe_rate, bool) or not isinstance(probe_rate, (int, float)):
-            raise TypeError(f"probe_rate must be a number in [0, 1], got {probe_rate!r}")
-        if not 0.0 <= probe_rate <= 1.0:
-            raise ValueError(f"probe_rate must be in [0, 1], got {probe_rate}")
+        check_int("horizon", horizon, 1)
+        check_rate("probe_rate", probe_rate)
         if game is not None:
             if challenge is not None or options:
                 raise ValueError("give either game= or challenge=/options=, not both")

@@ -21,6 +21,7 @@ try:
 except ImportError as error:  # pragma: no cover - depends on the install
     raise ImportError("wmkit/Jericho-v0 needs jericho: pip install 'wmkit[jericho]'") from error
 
+from wmkit.envs.diagnostic.params import check_int, check_rate
 from wmkit.envs.jericho.actions import (
     QUICK_OUTCOMES,
     QUICK_TRIES,
@@ -136,19 +137,10 @@ class JerichoEnv(gymnasium.Env[str, str]):
             raise TypeError(
                 f"admissible_actions must be True, False or 'quick', got {admissible_actions!r}"
             )
-        for name, limit in (("quick_outcomes", quick_outcomes), ("quick_tries", quick_tries)):
-            if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)):
-                raise TypeError(f"{name} must be an int, got {limit!r}")
-            if limit < 1:
-                raise ValueError(f"{name} must be >= 1, got {limit}")
-        if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)):
-            raise TypeError(f"horizon must be an int, got {type(horizon).__name__} {horizon!r}")
-        if horizon < 1:
-            raise ValueError(f"horizon must be >= 1, got {horizon}")
-        if isinstance(probe_rate, bool) or not isinstance(probe_rate, (int, float)):
-            raise TypeError(f"probe_rate must be a number in [0, 1], got {probe_rate!r}")
-        if not 0.0 <= probe_rate <= 1.0:
-            raise ValueError(f"probe_rate must be in [0, 1], got {probe_rate}")
+        check_int("quick_outcomes", quick_outcomes, 1)
+        check_int("quick_tries", quick_tries, 1)
+        check_int("horizon", horizon, 1)
+        check_rate("probe_rate", probe_rate)
         self.game = find_game(game)
         story = check_story(self.game)
         self.horizon = int(horizon)
