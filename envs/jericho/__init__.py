@@ -24,10 +24,15 @@ heap, and caps some games at 255 objects; neither is used here).
   ``(obj, "attr", "<n>")`` for every attribute set (z-machine attribute numbers; what
   they mean is the game's own business).
 * ``wm.delta``: the fact changes of the step, split by a counterfactual. Before the
-  command runs, ``wait`` is tried from the same state (same RNG) and undone: a change
-  the command made that waiting would have made too (a daemon, a timer, an NPC on its
-  rounds) is an *event*; every other change is the *action*'s. Games without a
-  ``wait`` verb get no events. This doubles the emulator's work per step.
+  command runs, ``wait`` is tried from the same state (RNG included) and undone. The
+  split goes by slot (an object's parent; each attribute on its own): a slot the
+  command changed that waiting changes too (a daemon, a timer, an NPC on its rounds)
+  is an *event*, whatever value each run gave it; every other changed slot is the
+  *action*'s (``truth.split_by_counterfactual``). A command may draw the emulator's
+  random numbers differently from ``wait``, so a wanderer can end in another room
+  than waiting would have put him in: that is still one event, never an action half
+  and an event half. The parts are disjoint and make up the whole change. Games
+  without a ``wait`` verb get no events. This doubles the emulator's work per step.
 * ``wm.state_hash``: blake2b of the object table plus the RAM addresses Jericho marks
   as world state for the game; a few microseconds, so it is computed every step.
 * ``wm.mentioned``: the objects whose full name appears, as whole words and ignoring

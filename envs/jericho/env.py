@@ -22,6 +22,7 @@ except ImportError as error:  # pragma: no cover - depends on the install
     raise ImportError("wmkit/Jericho-v0 needs jericho: pip install 'wmkit[jericho]'") from error
 
 from wmkit.envs.diagnostic.params import check_int, check_rate
+from wmkit.envs.diagnostic.truth import split_by_counterfactual
 from wmkit.envs.jericho.actions import (
     QUICK_OUTCOMES,
     QUICK_TRIES,
@@ -50,6 +51,7 @@ from wmkit.world.types import Delta, Fact, Probe, delta_info
 __all__ = ["EmulatorHalted", "JerichoEnv", "JerichoToken"]
 
 COUNTERFACTUAL = "wait"
+_SET_VALUED = ("attr",)  # an object has any number of attributes, each its own slot
 _MIN_SEED = 1000  # frotz: 0 seeds from the clock, 1..999 select a non-random mode
 
 
@@ -486,7 +488,11 @@ class JerichoEnv(gymnasium.Env[str, str]):
         return rows
 
     def _advance(self, waited: np.ndarray) -> tuple[Delta, Delta]:
-        """Update the facts to the emulator's state; return the action and event deltas."""
+        """Update the facts to the emulator's state; return the action and event deltas.
+
+        The split is :func:`~wmkit.envs.diagnostic.truth.split_by_counterfactual`'s, by
+        slot (each attribute its own slot), against the ``wait`` run's table ``waited``.
+        """
         before, facts = self._rows, self._facts
         self._read_ram()
         rows = self._table.copy()
@@ -494,26 +500,24 @@ class JerichoEnv(gymnasium.Env[str, str]):
         if changed.size == 0:
             self._rows = rows
             return Delta(), Delta()
-        event_nums = set((np.flatnonzero((waited != before).any(axis=1)) + 1).tolist())
-        new = self._object_facts(rows, changed)
-        both = sorted(event_nums.intersection(changed.tolist()))
-        wait_facts = dict(zip(both, self._object_facts(waited, both), strict=True))
+        nums = changed.tolist()
+        new = self._object_facts(rows, nums)
+        old = [facts[num - 1] for num in nums]
+        # Only the rows waiting changed too can differ from ``old`` in the wait run.
+        moved = set((np.flatnonzero((waited != before).any(axis=1)) + 1).tolist())
+        both = [num for num in nums if num in moved]
+        waited_facts = dict(zip(both, self._object_facts(waited, both), strict=True))
+        action, event = split_by_counterfactual(
+            chain.from_iterable(old),
+            chain.from_iterable(new),
+            chain.from_iterable(waited_facts.get(n, o) for n, o in zip(nums, old, strict=True)),
+            _SET_VALUED,
+        )
         updated = list(facts)
-        added: dict[bool, list[Fact]] = {True: [], False: []}
-        removed: dict[bool, list[Fact]] = {True: [], False: []}
-        for num, after in zip(changed.tolist(), new, strict=True):
-            old, now = set(facts[num - 1]), set(after)
-            waited_facts = set(wait_facts[num]) if num in event_nums else old
-            for fact in now - old:
-                added[fact in waited_facts].append(fact)
-            for fact in old - now:
-                removed[fact not in waited_facts].append(fact)
+        for num, after in zip(nums, new, strict=True):
             updated[num - 1] = after
         self._rows, self._facts, self._state_list = rows, tuple(updated), None
-        return (
-            Delta(tuple(sorted(added[False])), tuple(sorted(removed[False]))),
-            Delta(tuple(sorted(added[True])), tuple(sorted(removed[True]))),
-        )
+        return action, event
 
     def _mentioned(self, observation: str) -> set[int]:
         if self._mention_re is None:

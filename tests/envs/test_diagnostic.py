@@ -19,6 +19,8 @@ from wmkit.envs.diagnostic import (
     changes_delta,
     check_int,
     check_rate,
+    fact_slot,
+    split_by_counterfactual,
 )
 from wmkit.envs.diagnostic.text import ClaimSpec, MessageKind, SlotType, TextBook, Voice
 from wmkit.envs.parcel import ParcelEnv, ParcelFuncEnv, ParcelState
@@ -257,6 +259,29 @@ def test_changes_delta_sorts_and_drops_new_facts_from_removed():
     delta = changes_delta((("b", "r", None, "x"), ("a", "r", "old", "new")))
     assert delta.added == (Fact("a", "r", "new"), Fact("b", "r", "x"))
     assert delta.removed == (Fact("a", "r", "old"),)
+
+
+def test_the_counterfactual_split_goes_by_slot():
+    assert fact_slot(Fact("d", "in", "hall")) == ("d", "in", None)
+    assert fact_slot(Fact("d", "attr", "3"), ("attr",)) == ("d", "attr", "3")
+    before = {Fact("dwarf", "in", "hall"), Fact("me", "in", "hall"), Fact("lamp", "attr", "1")}
+    after = {Fact("dwarf", "in", "cave"), Fact("me", "in", "cave"), Fact("lamp", "attr", "2")}
+    # Waiting moves the dwarf elsewhere and clears the lamp's attribute 1 (not 2).
+    waited = {Fact("dwarf", "in", "pit"), Fact("me", "in", "hall")}
+    action, event = split_by_counterfactual(before, after, waited, ("attr",))
+    # The dwarf's move is one event though the runs disagree on his room; attribute 1,
+    # cleared by both runs, is an event; attribute 2 is a slot of its own that only the
+    # command set, like the player's move.
+    assert event == Delta(
+        (Fact("dwarf", "in", "cave"),), (Fact("dwarf", "in", "hall"), Fact("lamp", "attr", "1"))
+    )
+    assert action == Delta(
+        (Fact("lamp", "attr", "2"), Fact("me", "in", "cave")), (Fact("me", "in", "hall"),)
+    )
+    assert split_by_counterfactual(before, before, waited) == (Delta(), Delta())
+    # Without set-valued relations the lamp's attributes are one slot waiting changed.
+    action, event = split_by_counterfactual(before, after, waited)
+    assert Fact("lamp", "attr", "2") in event.added
 
 
 class _Params:

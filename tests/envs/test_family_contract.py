@@ -2,9 +2,10 @@
 
 Parametrised over ``DIAGNOSTIC_IDS``, the four benchmark families and the reference
 family a newcomer copies: Gymnasium's ``check_env``, determinism per seed, probes and
-anchors in range, the full-memory reader invariant, solvability by the family's solver
-(where it has one), and the difficulty property of DIAGNOSTICS.md (the window baseline's
-drift grows with the horizon while the oracle's stays 0).
+anchors in range, the full-memory reader invariant, the shape of the true delta (the
+command's change, then the events'), solvability by the family's solver (where it has
+one), and the difficulty property of DIAGNOSTICS.md (the window baseline's drift grows
+with the horizon while the oracle's stays 0).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from gymnasium.utils.env_checker import check_env
 from wmkit.agents.trackers import OracleTracker, WindowTracker
 from wmkit.envs import DIAGNOSTIC_IDS
 from wmkit.envs.diagnostic import DiagnosticEnv, FamilyCore, FamilyParams
+from wmkit.envs.diagnostic.truth import fact_slot
 from wmkit.evals.metrics import drift
-from wmkit.world.types import WorldState
+from wmkit.world.types import Fact, WorldState
 
 
 def make(env_id: str, **kwargs) -> DiagnosticEnv:
@@ -76,6 +78,57 @@ def test_a_full_memory_reader_holds_the_true_state(env_id):
         build, reader, random_action, range(3), {}, (20, 80, 160), exact_anchors=False
     )
     assert probes > 0
+
+
+def _one_value_per_slot(facts: set[Fact]) -> bool:
+    slots = [fact_slot(f) for f in facts]
+    return len(slots) == len(set(slots))
+
+
+@pytest.mark.parametrize("env_id", DIAGNOSTIC_IDS)
+def test_the_delta_is_the_command_then_the_events_each_a_whole_change(env_id):
+    """``wm.delta`` is the command's change, then the events' (issue 14).
+
+    Each part is a true change of the state it starts from (removes facts it holds, adds
+    facts it lacks), the state between them is a state (one value per slot: no slot's
+    change is cut across the parts), the two applied in order give ``wm.state``, and
+    after ``wait`` the action part is empty: every event is in the event part. Where the
+    parts share no slot (most steps) they are disjoint and their union is the diff; a
+    slot both touch is one the command set and an event set again the same step.
+    """
+    waits = events = 0
+    for seed in range(4):
+        env = make(env_id, ground_truth=True, horizon=150)
+        rng = random.Random(seed)
+        _, info = env.reset(seed=seed)
+        terminated = truncated = False
+        while not (terminated or truncated):
+            admissible = info["admissible_actions"]
+            wait = "wait" in admissible and rng.random() < 0.3
+            action = "wait" if wait else rng.choice(admissible)
+            before = set(info["wm.state"])
+            _, _, terminated, truncated, info = env.step(action)
+            after, delta = set(info["wm.state"]), info["wm.delta"]
+            (act_add, act_rem), (ev_add, ev_rem) = (
+                (set(delta[name]["added"]), set(delta[name]["removed"]))
+                for name in ("action", "event")
+            )
+            context = (seed, action, delta)
+            assert act_rem <= before and not act_add & before, context
+            between = (before - act_rem) | act_add
+            assert ev_rem <= between and not ev_add & between, context
+            assert (between - ev_rem) | ev_add == after, context
+            assert _one_value_per_slot(before) and _one_value_per_slot(between), context
+            action_slots = {fact_slot(f) for f in act_add | act_rem}
+            event_slots = {fact_slot(f) for f in ev_add | ev_rem}
+            if not action_slots & event_slots:
+                assert act_add | ev_add == after - before, context
+                assert act_rem | ev_rem == before - after, context
+            events += bool(event_slots)
+            if action == "wait":
+                waits += 1
+                assert not act_add and not act_rem, context
+    assert waits > 20 and events > 0, (waits, events)
 
 
 @pytest.mark.parametrize("env_id", [i for i in DIAGNOSTIC_IDS if hasattr(make(i), "solver")])
