@@ -25,9 +25,35 @@ from wmkit.evals.metrics import (
 from wmkit.evals.results import ResultsFile
 from wmkit.evals.stats import Aggregate, aggregate
 
-__all__ = ["Summary", "render_markdown", "summarise", "write_leaderboard"]
+__all__ = [
+    "CONFUSION_KEYS",
+    "ORACLE_MARK",
+    "PRIVILEGED_MARK",
+    "PRIVILEGES",
+    "Summary",
+    "render_markdown",
+    "summarise",
+    "write_leaderboard",
+]
 
 ORACLE_MARK = "†"
+"""Marks a configuration that reads ground truth (``oracle: true``): an upper bound."""
+
+PRIVILEGED_MARK = "‡"
+"""Marks a configuration with a part no real agent has (a row's ``privileged`` list)."""
+
+PRIVILEGES = {
+    "env_parser": "the env's own parser",
+    "exact_simulator": "an exact simulator (the live env, restored from snapshots)",
+}
+"""What each privileged part a row may list is, in the leaderboard's words.
+
+The parts are named by :attr:`wmkit.evals.suite.AgentSpec.privileged`; the note under
+each table explains :data:`PRIVILEGED_MARK` with these words.
+"""
+
+CONFUSION_KEYS = ("action_f1", "action_exact", "event_f1", "event_exact", "probe_accuracy")
+"""The per-episode causal-confusion scores aggregated over seeds (a row's ``confusion``)."""
 
 
 Summary = dict[str, Any]
@@ -49,19 +75,31 @@ def _several_variants(rows: Sequence[dict[str, Any]]) -> bool:
     return len({row.get("variant", "") for row in rows}) > 1
 
 
+def _finite(values: Iterable[Any]) -> list[float]:
+    # A metric an episode had nothing to measure with is NaN (None once through JSON
+    # tools that write null); an aggregate over seeds leaves those episodes out.
+    return [float(v) for v in values if v is not None and not math.isnan(v)]
+
+
 def summarise(rows: Sequence[dict[str, Any]]) -> list[Summary]:
     """Group episode rows by (env, horizon, agent) and aggregate each over seeds.
 
     Returns:
         One :class:`Summary` per group, sorted by env, horizon, then agent, with keys
-        ``env, horizon, agent, oracle, seeds``, :class:`~wmkit.evals.stats.Aggregate`
-        values ``drift`` (episode mean drift), ``drift_at_<h>``, ``drift_slope``,
-        ``breakage`` (per-seed share of probes answered wrong), ``stale_use`` (per-seed
-        share of answers and decisions relying on a released or superseded fact; rows
-        written before it existed are left out) and ``score``, plus
-        pooled ``breakage_by_chain`` and ``half_life``, and ``failed``: how many
-        episodes failed (a crashed or hung emulator); only finished episodes count
-        in the aggregates, and ``seeds`` lists those.
+        ``env, horizon, agent, oracle, privileged`` (the union of the rows' privileged
+        parts, :data:`PRIVILEGES`; empty for rows written before it existed), ``seeds``,
+        :class:`~wmkit.evals.stats.Aggregate` values ``drift`` (episode mean drift),
+        ``drift_at_<h>``, ``drift_slope``, ``breakage`` (per-seed share of probes
+        answered wrong), ``stale_use`` (per-seed share of answers and decisions relying
+        on a released or superseded fact; rows written before it existed are left
+        out), ``confusion_<key>`` for each of :data:`CONFUSION_KEYS` (per-seed causal
+        confusion, :func:`~wmkit.evals.metrics.confusion_scores`; episodes with
+        nothing to score there, NaN, and rows written before it existed are left out)
+        and ``score``, plus ``confusion_steps`` (steps scored for the action and the
+        event part, summed over seeds), pooled ``breakage_by_chain`` and
+        ``half_life``, and ``failed``: how many episodes failed (a crashed or hung
+        emulator); only finished episodes count in the aggregates, and ``seeds``
+        lists those.
     """
     several = _several_variants(rows)
     groups: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
@@ -75,12 +113,19 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[Summary]:
             horizon=horizon,
             agent=agent,
             oracle=any(r.get("oracle") for r in group),
+            privileged=sorted({p for r in group for p in r.get("privileged", ())}),
             failed=len(group) - len(members),
             seeds=[r["seed"] for r in members],
             drift=aggregate([[r["drift"]["mean"] for r in members]]),
             drift_slope=aggregate([[r["drift"].get("slope", math.nan) for r in members]]),
             score=aggregate([[r["score"] for r in members]]),
             stale_use=aggregate([[r["stale_use"] for r in members if "stale_use" in r]]),
+        )
+        confusion = [r["confusion"] for r in members if "confusion" in r]
+        for key in CONFUSION_KEYS:
+            summary[f"confusion_{key}"] = aggregate([_finite(c.get(key) for c in confusion)])
+        summary["confusion_steps"] = tuple(
+            sum(c.get(f"{part}_steps", 0) for c in confusion) for part in ("action", "event")
         )
         for key in members[0]["drift"] if members else ():
             if key.startswith("at_"):
@@ -105,17 +150,63 @@ def _fmt(a: Aggregate, ci: bool = False) -> str:
     return f"{text} [{a.ci_low:.3f}, {a.ci_high:.3f}]" if ci else text
 
 
+def _name(s: Summary) -> str:
+    """The agent's label with its marks: † ground truth, ‡ privileged parts."""
+    marks = (ORACLE_MARK if s["oracle"] else "") + (PRIVILEGED_MARK if s["privileged"] else "")
+    return f"{s['agent']} {marks}" if marks else s["agent"]
+
+
+def _marks_note(cells: Sequence[Summary]) -> list[str]:
+    """The lines under a table that explain the marks its rows carry."""
+    notes = []
+    if any(s["oracle"] for s in cells):
+        notes.append(f"{ORACLE_MARK} reads ground truth: an upper bound, not a competitor.")
+    holders: dict[str, list[str]] = defaultdict(list)  # privileged part -> agents
+    for s in cells:
+        for part in s["privileged"]:
+            holders[part].append(s["agent"])
+    if holders:
+        which = "; ".join(
+            f"{PRIVILEGES.get(part, part)}: {', '.join(agents)}"
+            for part, agents in sorted(holders.items())
+        )
+        notes.append(
+            f"{PRIVILEGED_MARK} has a part no real agent has, so it is a reference, not a "
+            "competitor. The env's own parser reads every observation perfectly: a tracker "
+            "on it with a window of the last k observations (`window`) models perfect "
+            "reading with bounded memory; with unbounded memory (`memory`) it is the "
+            f"ceiling of reading. Parts here: {which}."
+        )
+    return ["", " ".join(notes)] if notes else []
+
+
+def _steps(s: Summary) -> str:
+    action, event = s["confusion_steps"]
+    return f"{action}/{event}" if action or event else "–"
+
+
 def render_markdown(summaries: Sequence[Summary]) -> str:
-    """Render summaries as one Markdown table per env (IQM over seeds, 95% CI)."""
+    """Render summaries as two Markdown tables per env (IQM over seeds, 95% CI).
+
+    The first holds drift, breakage, stale use and score; the second causal confusion.
+    Under each table a note explains the marks of its rows (:data:`ORACLE_MARK`,
+    :data:`PRIVILEGED_MARK`).
+    """
     lines = ["# wmkit leaderboard", ""]
     lines.append(
         "Drift = 1 - F1(tracked facts, true facts of entities mentioned so far), mean over "
         "steps. Breakage = share of probes answered wrong from the tracked state; half-life "
         "= shortest chain length (steps back to the anchor) whose breakage is >= 50%. "
         "Stale use = share of answers and decisions relying on a released or superseded "
-        "fact (wmkit.evals.metrics). "
-        "Values are IQM over seeds with 95% stratified-bootstrap CIs. "
-        f"{ORACLE_MARK} reads ground truth: an upper bound, not a competitor."
+        "fact. Causal confusion: the agent's change at each step (its tracker's prediction "
+        "where it makes one, else tracked_t minus tracked_t-1), split by (subject, "
+        "relation) slot the way the true change splits into action-driven and "
+        "event-driven parts (a change on a slot neither touches counts against both); "
+        "action/event F1 = fact F1 of that part pooled over the steps whose true part is "
+        "not empty, exact = share of those steps matched exactly; confusion probes = "
+        "share of `confusion` probes answered right (wmkit.evals.metrics). "
+        "Values are IQM over seeds with 95% stratified-bootstrap CIs; – = nothing to "
+        "measure."
     )
     by_env: dict[str, list[Summary]] = defaultdict(list)
     for s in summaries:
@@ -132,15 +223,36 @@ def render_markdown(summaries: Sequence[Summary]) -> str:
         header += ["score"]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for s in cells:
-            name = f"{s['agent']} {ORACLE_MARK}" if s["oracle"] else s["agent"]
             seeds = str(len(s["seeds"])) + (f" ({s['failed']} failed)" if s["failed"] else "")
-            row = [str(s["horizon"]), name, seeds, _fmt(s["drift"], ci=True)]
+            row = [str(s["horizon"]), _name(s), seeds, _fmt(s["drift"], ci=True)]
             row += [_fmt(s[k]) if k in s else "–" for k in horizons]
             half = "∞" if math.isinf(s["half_life"]) else f"{s['half_life']:.0f}"
             row += [_fmt(s["drift_slope"]), _fmt(s["breakage"], ci=True), half]
             row += [_fmt(s["stale_use"], ci=True), _fmt(s["score"])]
             lines.append("| " + " | ".join(row) + " |")
+        lines += _marks_note(cells)
+        lines += ["", f"### {env}: causal confusion", ""]
+        header = ["horizon", "agent", "action F1 [95% CI]", "action exact"]
+        header += ["event F1 [95% CI]", "event exact", "confusion probes [95% CI]"]
+        header += ["steps action/event"]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for s in cells:
+            row = [str(s["horizon"]), _name(s)]
+            row += [_fmt(s["confusion_action_f1"], ci=True), _fmt(s["confusion_action_exact"])]
+            row += [_fmt(s["confusion_event_f1"], ci=True), _fmt(s["confusion_event_exact"])]
+            row += [_fmt(s["confusion_probe_accuracy"], ci=True), _steps(s)]
+            lines.append("| " + " | ".join(row) + " |")
+        lines += _marks_note(cells)
     return "\n".join(lines) + "\n"
+
+
+def _legend_title(cells: Iterable[Summary]) -> str | None:
+    """The marks the plotted agents carry, explained in a word each (None without)."""
+    cells = list(cells)
+    marks = [f"{ORACLE_MARK} ground truth"] if any(s["oracle"] for s in cells) else []
+    if any(s["privileged"] for s in cells):
+        marks.append(f"{PRIVILEGED_MARK} env's parser / exact simulator")
+    return ", ".join(marks) or None
 
 
 def _plot(
@@ -157,19 +269,17 @@ def _plot(
     for col, env in enumerate(envs):
         horizon = max(int(r["horizon"]) for r in rows if r["env"] == env)
         by_agent: dict[str, list[list[float]]] = defaultdict(list)
-        oracles = set()
         for r in rows:
             if r["env"] == env and int(r["horizon"]) == horizon and "failed" not in r:
                 by_agent[_label(r, several)].append(r["drift_series"])
-                if r.get("oracle"):
-                    oracles.add(_label(r, several))
+        cells = {s["agent"]: s for s in summaries if s["env"] == env and s["horizon"] == horizon}
         ax = axes[0][col]
         for agent, series in sorted(by_agent.items()):
             length = min(len(s) for s in series)
-            oracle = agent in oracles
+            oracle = cells[agent]["oracle"]
             ax.plot(
                 np.mean([s[:length] for s in series], axis=0),
-                label=f"{agent} {ORACLE_MARK}" if oracle else agent,
+                label=_name(cells[agent]),
                 linestyle="--" if oracle else "-",
             )
         ax.set(
@@ -178,16 +288,16 @@ def _plot(
             ylabel="drift (mean over seeds)",
             ylim=(-0.02, 1.02),
         )
-        ax.legend()
+        ax.legend(title=_legend_title(cells.values()))
         ax = axes[1][col]
-        for s in summaries:
-            if s["env"] == env and s["horizon"] == horizon and s["breakage_by_chain"]:
+        for s in cells.values():
+            if s["breakage_by_chain"]:
                 edges = list(s["breakage_by_chain"])
                 ax.plot(
                     [BREAKAGE_BINS.index(e) for e in edges],
                     [s["breakage_by_chain"][e][0] for e in edges],
                     marker="o",
-                    label=f"{s['agent']} {ORACLE_MARK}" if s["oracle"] else s["agent"],
+                    label=_name(s),
                     linestyle="--" if s["oracle"] else "-",
                 )
         ax.set_xticks(range(len(BREAKAGE_BINS)), [f"{e}+" for e in BREAKAGE_BINS])
@@ -198,7 +308,7 @@ def _plot(
             ylabel="share answered wrong",
             ylim=(-0.02, 1.02),
         )
-        ax.legend()
+        ax.legend(title=_legend_title(cells.values()))
     fig.tight_layout()
     path = out_dir / "leaderboard.png"
     fig.savefig(path, dpi=100)

@@ -1,4 +1,4 @@
-"""Metric definitions (ARCHITECTURE §4, evals): state drift, chain breakage, stale use.
+"""Metric definitions (ARCHITECTURE §4, evals): drift, breakage, stale use, causal confusion.
 
 These functions are the contract: leaderboards, tests and later suites all call them.
 
@@ -21,8 +21,37 @@ is gone). Then, per episode:
   is not counted, so this undercounts rather than overcounts;
 - ``stale use = (stale answers + stale decisions) / (answers + decisions)``.
 
+Causal confusion (:func:`confusion_scores`) asks whether the agent puts a change down
+to the right cause: the command, or the world moving on its own. At each step t >= 1
+(step 0 is the reset, which no command caused) the *agent's change* is the tracker's
+own prediction for the step (:attr:`~wmkit.evals.records.StepRecord.predicted`) where
+the record has one, else the change its tracked state shows (``believed`` =
+tracked_t minus tracked_t-1). The true change comes split into its action-driven and
+event-driven parts (``true_action``, ``true_event``). The agent's change is split the
+same way by *slot* ``(subject, relation)``, as signed facts (``+`` added, ``-``
+removed):
+
+- a fact on a slot only the true action part touches goes to the agent's action part;
+  on a slot only the true event part touches, to its event part;
+- on a slot both touch, to the part whose true facts contain it (both, if both do),
+  else to the action part;
+- on a slot neither touches it is a change that did not happen, charged to both parts
+  (a false positive of each).
+
+Then, for each part P: *exact* = share of the steps whose true P is not empty where the
+agent's P equals it exactly; *F1* = fact F1 of the agent's P against the true P, tp,
+fp and fn summed over those same steps (:class:`~wmkit.world.delta_score.DeltaTally`).
+A change the agent makes on a step where the true P is empty is not scored in P
+(drift counts it). *Probe accuracy* = share of the due ``confusion`` probes
+(increments applied as overwrites, future conditions applied now, cancelled rules that
+still fire, corrections taken for new orders) answered right from the tracked state
+(:func:`probe_outcomes`). Each is NaN for an episode with no such step or probe.
+Where a tracker predicted any step, the row also keeps the delta scores of its tracked
+state's change alone (``confusion["tracked"]``, ``predictions=False``).
+
 Every metric is a pure function of an :class:`~wmkit.evals.records.EpisodeRecord`
-(:func:`drift_series`, :func:`probe_outcomes`, :func:`stale_counts`), and
+(:func:`drift_series`, :func:`probe_outcomes`, :func:`stale_counts`,
+:func:`confusion_scores`), and
 :func:`score_episode` makes the results row from them, so a recorded run can be
 rescored with a new metric without replaying (``wmkit-score``).
 """
@@ -36,18 +65,22 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from wmkit.evals.records import EpisodeRecord
-from wmkit.world.types import Fact, WorldState
+from wmkit.evals.records import EpisodeRecord, StepRecord
+from wmkit.world.delta_score import DeltaTally, signed_facts
+from wmkit.world.types import Delta, Fact, WorldState
 
 __all__ = [
     "BREAKAGE_BINS",
     "DRIFT_HORIZONS",
+    "Confusion",
     "ProbeOutcome",
     "ScoreFn",
     "StaleCounts",
     "TruthHistory",
+    "agent_change",
     "breakage_by_chain",
     "breakage_half_life",
+    "confusion_scores",
     "drift",
     "drift_series",
     "drift_summary",
@@ -55,6 +88,7 @@ __all__ = [
     "names_entity",
     "probe_outcomes",
     "score_episode",
+    "split_change",
     "stale_counts",
 ]
 
@@ -285,6 +319,105 @@ def stale_counts(record: EpisodeRecord, states: States | None = None) -> StaleCo
     return StaleCounts(answers, stale_answers, record.length, stale_decisions)
 
 
+def split_change(change: Delta, true_action: Delta, true_event: Delta) -> tuple[Delta, Delta]:
+    """Split an agent's change into action- and event-driven parts, by slot as the truth is.
+
+    See the module docstring: a fact goes to the part whose true facts touch its
+    ``(subject, relation)`` slot; on a slot both touch, to the part that holds the same
+    signed fact (both, if both do), else to the action part; on a slot neither touches,
+    to both (a change that did not happen is an error of each part).
+
+    Returns:
+        ``(action part, event part)``.
+    """
+    action_facts, event_facts = signed_facts(true_action), signed_facts(true_event)
+    action_slots = {fact[:2] for _, fact in action_facts}
+    event_slots = {fact[:2] for _, fact in event_facts}
+    parts: tuple[tuple[list[Fact], list[Fact]], ...] = (([], []), ([], []))  # (added, removed)
+    for signed in signed_facts(change):
+        sign, fact = signed
+        to_action, to_event = fact[:2] in action_slots, fact[:2] in event_slots
+        if to_action and to_event:
+            to_event = signed in event_facts
+            to_action = signed in action_facts or not to_event
+        elif not (to_action or to_event):
+            to_action = to_event = True
+        for (added, removed), chosen in zip(parts, (to_action, to_event), strict=True):
+            if chosen:
+                (added if sign == "+" else removed).append(fact)
+    action, event = (Delta(tuple(sorted(a)), tuple(sorted(r))) for a, r in parts)
+    return action, event
+
+
+class Confusion(NamedTuple):
+    """One episode's causal-confusion scores (see the module docstring).
+
+    Attributes:
+        action_exact: share of steps with a true action-driven change that the agent's
+            action part matches exactly (NaN when there is no such step).
+        action_f1: fact F1 of the agent's action parts, pooled over those steps.
+        event_exact, event_f1: the same for the event-driven part.
+        probe_accuracy: share of the due ``confusion`` probes answered right (NaN
+            when none was due).
+        action_steps, event_steps: the steps scored for each part.
+        probes: the ``confusion`` probes answered.
+    """
+
+    action_exact: float
+    action_f1: float
+    event_exact: float
+    event_f1: float
+    probe_accuracy: float
+    action_steps: int
+    event_steps: int
+    probes: int
+
+
+def agent_change(step: StepRecord, predictions: bool = True) -> Delta:
+    """The agent's change at a step: its prediction where it has one, else ``believed``.
+
+    Args:
+        step: a step of a record.
+        predictions: False scores the tracked state's change even where the tracker
+            predicted one.
+    """
+    return step.predicted if predictions and step.predicted is not None else step.believed
+
+
+def confusion_scores(record: EpisodeRecord, *, predictions: bool = True) -> Confusion:
+    """Score the agent's change of each step against the true one, split by cause.
+
+    Args:
+        record: the episode.
+        predictions: use the tracker's prediction as the agent's change where the step
+            has one (the definition); False scores the tracked state's change alone.
+
+    Returns:
+        The episode's :class:`Confusion` (module docstring).
+    """
+    action, event = DeltaTally(), DeltaTally()
+    for step in record.steps[1:]:  # step 0 is the reset: no command caused it
+        mine = split_change(agent_change(step, predictions), step.true_action, step.true_event)
+        for tally, agent_part, true_part in zip(
+            (action, event), mine, (step.true_action, step.true_event), strict=True
+        ):
+            if true_part.added or true_part.removed:
+                tally.add(agent_part, true_part)
+    due = [o.correct for o in probe_outcomes(record) if o.kind == "confusion"]
+    a, e = action.score(), event.score()
+    nan = float("nan")
+    return Confusion(
+        action_exact=a.exact_changed,
+        action_f1=a.f1 if a.changed else nan,
+        event_exact=e.exact_changed,
+        event_f1=e.f1 if e.changed else nan,
+        probe_accuracy=sum(due) / len(due) if due else nan,
+        action_steps=a.changed,
+        event_steps=e.changed,
+        probes=len(due),
+    )
+
+
 def score_episode(record: EpisodeRecord) -> dict[str, Any]:
     """Score one episode record: the results row of ``wmkit-eval`` (without its identity).
 
@@ -292,8 +425,10 @@ def score_episode(record: EpisodeRecord) -> dict[str, Any]:
         A JSON-ready row: ``steps``, ``score``, ``max_score`` (the final step's),
         ``drift`` (:func:`drift_summary`), ``drift_series`` (per step, rounded to 4
         places), ``probes`` (``[chain, correct, kind]`` triples of
-        :func:`probe_outcomes`), ``stale`` (:func:`stale_counts` as a dict) and
-        ``stale_use`` (their share).
+        :func:`probe_outcomes`), ``stale`` (:func:`stale_counts` as a dict),
+        ``stale_use`` (their share) and ``confusion`` (:func:`confusion_scores` as a
+        dict; where the tracker predicted any step, ``confusion["tracked"]`` holds the
+        delta scores of its tracked state's change alone).
     """
     states = list(record.states())
     series = drift_series(record, states)
@@ -308,4 +443,13 @@ def score_episode(record: EpisodeRecord) -> dict[str, Any]:
         "probes": [[o.chain, o.correct, o.kind] for o in probe_outcomes(record)],
         "stale": stale._asdict(),
         "stale_use": stale.share,
+        "confusion": _confusion_row(record),
     }
+
+
+def _confusion_row(record: EpisodeRecord) -> dict[str, Any]:
+    row: dict[str, Any] = confusion_scores(record)._asdict()
+    if any(step.predicted is not None for step in record.steps[1:]):
+        tracked = confusion_scores(record, predictions=False)._asdict()
+        row["tracked"] = {k: v for k, v in tracked.items() if not k.startswith("probe")}
+    return row

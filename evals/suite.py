@@ -102,13 +102,34 @@ class AgentSpec(_Strict):
 
     The policy node may hold a ``simulator`` node (``configs/simulator/``), built first
     and passed to the policy. ``needs`` lists the runtime arguments of the tracker and
-    the simulator; a part listed there must be a ``_partial_: true`` node.
+    the simulator; a part listed there must be a ``_partial_: true`` node. ``oracle``
+    says the agent reads ground truth (the leaderboard's †); what else it is given that
+    no real agent has follows from ``needs`` (:attr:`privileged`, the leaderboard's ‡).
     """
 
     tracker: dict[str, Any]
     policy: dict[str, Any]
     oracle: bool = False
     needs: Needs = Field(default_factory=Needs)
+
+    @property
+    def privileged(self) -> tuple[str, ...]:
+        """The privileged parts this agent is given (:data:`~wmkit.evals.leaderboard.PRIVILEGES`).
+
+        Read off ``needs``, the one place that says what a part is handed: the env's
+        ``reader`` (to the tracker or the simulator) is the env's own parser, which
+        reads every observation perfectly (``env_parser``: the ``window`` and ``memory``
+        trackers, and every tracker built on the reader); the live ``env`` for the
+        simulator is an exact simulator (``exact_simulator``). Carried into every row
+        like ``oracle`` and marked ‡ on the leaderboard. Not a model field, so it does
+        not change :func:`fingerprint`.
+        """
+        parts = []
+        if "reader" in self.needs.tracker or "reader" in self.needs.simulator:
+            parts.append("env_parser")
+        if "env" in self.needs.simulator:
+            parts.append("exact_simulator")
+        return tuple(parts)
 
     @field_validator("tracker", "policy")
     @classmethod
@@ -406,6 +427,7 @@ def run_suite(
                 seed=seed,
                 agent=agent_name,
                 oracle=agent_spec.oracle if record is None else record.oracle,
+                privileged=list(agent_spec.privileged),
                 variant=variant,
                 spec=specs[(env_name, agent_name)],
             )

@@ -64,6 +64,7 @@ from wmkit.llm.prompts import DISTILL_SYSTEM, distill_user
 from wmkit.llm.structured import ask_structured
 from wmkit.llm.types import ChatModel
 from wmkit.trainers.types import DeltaAccuracy, Distiller, PartScore, Transition
+from wmkit.world.delta_score import DeltaTally
 from wmkit.world.types import Delta, Fact, WorldState
 
 __all__ = [
@@ -730,38 +731,6 @@ class CountingDistiller:
 # --- scoring ---------------------------------------------------------------------------
 
 
-class _Tally:
-    def __init__(self) -> None:
-        self.exact = self.changed = self.exact_changed = 0
-        self.tp = self.fp = self.fn = 0
-
-    def add(self, predicted: Delta, true: Delta) -> bool:
-        p = {("+", f) for f in predicted.added} | {("-", f) for f in predicted.removed}
-        t = {("+", f) for f in true.added} | {("-", f) for f in true.removed}
-        same = p == t
-        self.exact += same
-        if t:
-            self.changed += 1
-            self.exact_changed += same
-        self.tp += len(p & t)
-        self.fp += len(p - t)
-        self.fn += len(t - p)
-        return same
-
-    def score(self, n: int) -> PartScore:
-        precision = self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
-        recall = self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
-        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        return PartScore(
-            self.exact / n if n else math.nan,
-            self.changed,
-            self.exact_changed / self.changed if self.changed else math.nan,
-            precision,
-            recall,
-            f1,
-        )
-
-
 def evaluate(
     ruleset: RuleSet, transitions: Iterable[Transition], *, observation: bool = True
 ) -> DeltaAccuracy:
@@ -770,7 +739,8 @@ def evaluate(
     A transition's action part is correct when the predicted action-driven delta equals
     the true one exactly (ByteSized32: a transition counts as correct when the
     predicted delta equals the true one); likewise the event part; ``exact`` asks both.
-    Resets (no command) are skipped.
+    Each part is pooled by a :class:`~wmkit.world.delta_score.DeltaTally` (the scorer
+    the causal-confusion metric uses too). Resets (no command) are skipped.
 
     Args:
         ruleset: the rules.
@@ -778,7 +748,7 @@ def evaluate(
         observation: give the rules the observation (a tracker's case); False predicts
             from the state and command alone (a simulator's case, before acting).
     """
-    act, ev = _Tally(), _Tally()
+    act, ev = DeltaTally(), DeltaTally()
     n = both = 0
     for t in transitions:
         if t.action is None:
@@ -788,7 +758,7 @@ def evaluate(
         )
         n += 1
         both += act.add(p_act, t.action_delta) & ev.add(p_ev, t.event_delta)
-    return DeltaAccuracy(n, both / n if n else math.nan, act.score(n), ev.score(n))
+    return DeltaAccuracy(n, both / n if n else math.nan, act.score(), ev.score())
 
 
 # --- the LLM distiller -----------------------------------------------------------------

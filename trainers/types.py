@@ -1,9 +1,11 @@
 """Contracts of the trainers: a logged step, the distiller interface, rule-set scores.
 
 :mod:`wmkit.trainers.distill` implements them (``CountingDistiller``, ``LLMDistiller``,
-``evaluate``). The value trainer's records (``TrainValueConfig``, ``Examples``) stay in
-:mod:`wmkit.trainers.value`: they are built of the network's own inputs and sizes
-(:mod:`wmkit.search.value_net`), which a contracts file should not pull in.
+``evaluate``); :class:`PartScore`, the score of one part of the deltas, is the one of
+:mod:`wmkit.world.delta_score`, shared with the evals. The value trainer's records
+(``TrainValueConfig``, ``Examples``) stay in :mod:`wmkit.trainers.value`: they are built
+of the network's own inputs and sizes (:mod:`wmkit.search.value_net`), which a contracts
+file should not pull in.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
 from wmkit.knowledge.rules import RuleSet
+from wmkit.world.delta_score import PartScore
 from wmkit.world.types import Delta, WorldState
 
 __all__ = ["DeltaAccuracy", "Distiller", "PartScore", "Transition"]
@@ -50,27 +53,6 @@ class Distiller(Protocol):
     def fit(self, transitions: Sequence[Transition]) -> RuleSet:
         """Learn rules from ``transitions``."""
         ...
-
-
-class PartScore(NamedTuple):
-    """How well one part (action- or event-driven) of the deltas was predicted.
-
-    Attributes:
-        exact: share of transitions whose predicted part equals the true part (added
-            and removed facts both), empty parts included.
-        changed: transitions whose true part is not empty.
-        exact_changed: ``exact`` over those only (NaN when there are none): the harder
-            number, since predicting "no change" is right most of the time.
-        precision, recall, f1: micro-averaged over signed facts (``+fact``/``-fact``)
-            of all transitions; 1.0 when nothing was to be predicted and nothing was.
-    """
-
-    exact: float
-    changed: int
-    exact_changed: float
-    precision: float
-    recall: float
-    f1: float
 
 
 class DeltaAccuracy(NamedTuple):

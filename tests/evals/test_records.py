@@ -116,7 +116,9 @@ def test_scoring_the_record_gives_the_legacy_row(family, agent):
     for seed in (0, 3):
         legacy = _legacy_run_episode(env, AGENTS[agent](env), seed)
         record = play_episode(env, AGENTS[agent](env), seed)
-        assert _same(score_episode(record), legacy)
+        row = score_episode(record)
+        assert "confusion" in row  # a metric the legacy runner did not compute
+        assert _same({k: v for k, v in row.items() if k != "confusion"}, legacy)
         assert record.length == legacy["steps"] == len(record.steps) - 1
 
 
@@ -130,7 +132,8 @@ def test_stale_decisions_and_answers_come_out_the_same_from_the_record():
 
     legacy = _legacy_run_episode(env, agent(), 1)
     assert legacy["stale"]["stale_decisions"] > 0  # the case is one that counts
-    assert _same(run_episode(env, agent(), 1), legacy)
+    row = run_episode(env, agent(), 1)
+    assert _same({k: v for k, v in row.items() if k != "confusion"}, legacy)
 
 
 def test_the_record_holds_what_the_metrics_need():

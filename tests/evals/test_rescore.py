@@ -8,11 +8,13 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from wmkit.evals import runner, suite
+from wmkit.evals.leaderboard import write_leaderboard
 from wmkit.evals.metrics import score_episode
 from wmkit.evals.records import RecordError, read_record, record_path, record_paths
 from wmkit.evals.rescore import rescore_run
 from wmkit.evals.results import ResultsFile
 from wmkit.evals.suite import EnvSpec, EvalConfig, run_suite
+from wmkit.scripts.score import main as wmkit_score
 
 
 def _config(**update):
@@ -31,6 +33,12 @@ def _config(**update):
 
 def _rows(run_dir):
     return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+
+
+def _as_json(row):
+    # Through JSON as a results row is: NaN (a metric with nothing to measure) is then
+    # the decoder's one NaN object, equal to the rows read back.
+    return json.loads(json.dumps(row))
 
 
 def _key(row):
@@ -79,7 +87,7 @@ def test_the_run_keeps_one_record_per_episode_named_after_it(finished):
         record, identity = read_record(
             record_path(run_dir, "parcel", 30, row["agent"], row["seed"])
         )
-        assert score_episode(record) | identity == row
+        assert _as_json(score_episode(record) | identity) == row
 
 
 def test_deleted_or_altered_results_come_back_identical_without_replaying(run, monkeypatch):
@@ -110,6 +118,23 @@ def test_a_new_metric_is_added_to_every_row_without_replaying(run, monkeypatch):
     new = _rows(run_dir)
     assert all(row["commands"] for row in new)
     assert [{k: v for k, v in r.items() if k != "commands"} for r in new] == rows
+
+
+def test_rows_from_before_causal_confusion_gain_it_through_wmkit_score(run, monkeypatch, capsys):
+    run_dir, rows, _ = run
+    _no_replay(monkeypatch)
+    old = [{k: v for k, v in r.items() if k != "confusion"} for r in rows]
+    ResultsFile(run_dir / "results.jsonl").rewrite(old)
+    assert "| – | – | – | – | – | – |" in write_leaderboard(old, run_dir)["markdown"].read_text()
+    wmkit_score([str(run_dir)])
+    assert "rescored 4 episodes" in capsys.readouterr().out
+    new = _rows(run_dir)
+    assert new == rows and all(set(r["confusion"]) >= {"action_f1", "event_f1"} for r in new)
+    board = (run_dir / "leaderboard.md").read_text()
+    confusion = board[board.index("### parcel: causal confusion") :]
+    oracle = next(line for line in confusion.splitlines() if "| oracle † |" in line)
+    assert "1.000 [1.000, 1.000]" in oracle  # the true state read: every change right
+    assert "| window ‡ |" in confusion and "ceiling of reading" in confusion
 
 
 def test_failed_rows_are_kept_and_unrecorded_rows_refused(run):
@@ -182,4 +207,4 @@ def test_an_isolated_episode_returns_its_record_from_the_worker(tmp_path):
     run_suite(config, tmp_path)
     (row,) = _rows(tmp_path)
     record, identity = read_record(record_path(tmp_path, "parcel", 30, "window", 0))
-    assert score_episode(record) | identity == row and record.length == 30
+    assert _as_json(score_episode(record) | identity) == row and record.length == 30

@@ -3,7 +3,8 @@
 ``types`` holds the shared vocabulary (facts); ``registry``, ``graph`` and
 ``timeline`` are persistent structures; ``actions`` is what a model may emit;
 ``transition`` applies actions to a ``World`` purely; ``conditions`` is the
-expression language of event conditions; ``errors`` holds every error raised here.
+expression language of event conditions; ``delta_score`` scores a predicted change
+against a true one; ``errors`` holds every error raised here.
 """
 
 from wmkit.world.actions import (
