@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -224,8 +225,12 @@ class TextBook:
         return claims
 
 
-class Form(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Form:
     """One message kind compiled for the step path: values are passed positionally.
+
+    A slotted class, not a NamedTuple: the step path reads its fields by name, and
+    CPython 3.11 specialises slot reads but not NamedTuple field reads (~2/3 the cost).
 
     Attributes:
         name: the kind's name.

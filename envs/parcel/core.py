@@ -68,6 +68,7 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         self._params = params or ParcelParams()
         self._truth = False  # whether ground truth was ever asked of this core
         self._starts: dict[int, list[int]] = {}  # seed -> StepRng(seed, step).x by step
+        self._rng = StepRng(0, 0)  # the transition's generator: see transition
         super().__init__()
         p = self._params
         # Lines per step: reply, one event per active parcel, a booking per delivery,
@@ -114,7 +115,11 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         params, seed, step = state[:3]  # (by position: see Draft)
         step += 1
         starts = self._starts.get(seed) or self._episode_starts(seed)
-        rng = StepRng.at(starts[step]) if step < len(starts) else StepRng(seed, step)
+        # One generator per core, moved to the step's start (a fresh one each step cost
+        # ~2% of a step): a transition is its only user, start to end, so a core must
+        # not run transitions in two threads at once (none in wmkit does).
+        rng = self._rng
+        rng.x = starts[step] if step < len(starts) else StepRng(seed, step).x
         d = Draft(state, rng, step)
         if (reply := HANDLERS[command[0]](d, command)) is not None:
             new = reject(state, d, reply)
