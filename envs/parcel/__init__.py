@@ -39,11 +39,13 @@ the step number. ``ParcelEnv`` is the thin ``gymnasium.Env[str, str]`` shell.
 The package, by concern: ``text`` (what the family says, and the reader), ``state``
 (parameters, records, the state and its ground truth), ``commands`` (parsing and the
 admissible commands), ``rules`` (a step: the command's handler, then the world's
-events) and ``core`` (the pure core, and the probes).
+events), ``core`` (the pure core, and the probes) and ``solver`` (a scripted solver
+over the true state).
 """
 
 from wmkit.envs.diagnostic.shell import DiagnosticEnv
 from wmkit.envs.parcel.core import ParcelFuncEnv
+from wmkit.envs.parcel.solver import solve
 from wmkit.envs.parcel.state import Parcel, ParcelParams, ParcelState, state_hash
 from wmkit.envs.parcel.text import TEXT, VOICE, read
 
@@ -56,6 +58,7 @@ __all__ = [
     "ParcelParams",
     "ParcelState",
     "read",
+    "solve",
     "state_hash",
 ]
 
@@ -64,8 +67,10 @@ class ParcelEnv(DiagnosticEnv):
     """``wmkit/Parcel-v0``: the shared diagnostic shell over ``ParcelFuncEnv``.
 
     Besides the common keys (see ``DiagnosticEnv``), ``max_score`` counts the requests
-    issued so far. ``terminated`` is always False; the episode ends at ``horizon``.
-    ``ParcelEnv.reader`` is the family's perfect reader, ``read``.
+    issued so far (none comes at the horizon's step). ``terminated`` is always False;
+    the episode ends at ``horizon``. ``ParcelEnv.reader`` is the family's perfect
+    reader, ``read``; ``ParcelEnv.solver`` its scripted solver, ``solve`` (an oracle:
+    it reads the true state, ``snapshot()``).
 
     Args:
         ground_truth: add the ``wm.*`` keys to ``info``.
@@ -84,3 +89,4 @@ class ParcelEnv(DiagnosticEnv):
     core_class = ParcelFuncEnv
     params_class = ParcelParams
     reader = staticmethod(read)
+    solver = staticmethod(solve)

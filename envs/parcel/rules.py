@@ -252,7 +252,9 @@ def run_events(d: Draft, load: int, indirection: float) -> None:
 
     Scans, delays and deliveries of the parcels due, a booking per delivery; then at
     most one message by chance (one draw): a customer asks to reroute a parcel, or
-    corrects an open request, or the depot fixes a booking's address.
+    corrects an open request, or the depot fixes a booking's address. No request comes
+    at the horizon's step, which leaves no step to serve it: ``max_score`` counts only
+    requests that can be served, the scripted solver's score.
     """
     # The hottest loop of a step: locals, and the forms' formats filled directly (a
     # call fewer than Form.draw; these kinds need no reordering, checked at import).
@@ -290,7 +292,7 @@ def run_events(d: Draft, load: int, indirection: float) -> None:
             book(d)
     u = rng.random()
     if u < _NEWS[0]:
-        if pool := _untouched(live, step):
+        if step < d.params.horizon and (pool := _untouched(live, step)):
             _request(d, pool[rng.below(len(pool))], False, indirection)
             d.max_score += 1
     elif u < _NEWS[1]:

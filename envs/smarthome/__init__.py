@@ -4,12 +4,14 @@ The family on the shared diagnostic core, one concern a module: ``text`` (what i
 and the reader), ``state`` (parameters, records, the immutable state and its hash),
 ``commands`` (parsing), ``draft`` (one transition's scratch state), ``rules`` (the
 agent's commands, the world's events, the chatter), ``truth`` (ground truth, derived
-when asked) and ``core`` (the pure ``FuncEnv`` core; its docstring describes the
-family). Here: the Gymnasium env, the shared shell with the family's names filled in.
+when asked), ``core`` (the pure ``FuncEnv`` core; its docstring describes the family)
+and ``solver`` (a scripted solver over the true state). Here: the Gymnasium env, the
+shared shell with the family's names filled in.
 """
 
 from wmkit.envs.diagnostic.shell import DiagnosticEnv
 from wmkit.envs.smarthome.core import SmartHomeFuncEnv
+from wmkit.envs.smarthome.solver import solve
 from wmkit.envs.smarthome.state import (
     Rule,
     SmartHomeParams,
@@ -33,6 +35,7 @@ __all__ = [
     "SmartHomeState",
     "Task",
     "read",
+    "solve",
     "state_hash",
 ]
 
@@ -41,8 +44,10 @@ class SmartHomeEnv(DiagnosticEnv):
     """``wmkit/SmartHome-v0``: the shared diagnostic shell over ``SmartHomeFuncEnv``.
 
     Besides the common keys (see ``DiagnosticEnv``), ``max_score`` counts the
-    instructions given so far. ``terminated`` is always False; the episode ends at
-    ``horizon``. ``SmartHomeEnv.reader`` is the family's perfect reader, ``read``.
+    instructions given so far (none comes at the horizon's minute). ``terminated`` is
+    always False; the episode ends at ``horizon``. ``SmartHomeEnv.reader`` is the
+    family's perfect reader, ``read``; ``SmartHomeEnv.solver`` its scripted solver,
+    ``solve`` (an oracle: it reads the true state, ``snapshot()``).
 
     Args:
         ground_truth: add the ``wm.*`` keys to ``info``.
@@ -57,3 +62,4 @@ class SmartHomeEnv(DiagnosticEnv):
     core_class = SmartHomeFuncEnv
     params_class = SmartHomeParams
     reader = staticmethod(read)
+    solver = staticmethod(solve)

@@ -47,7 +47,9 @@ Rewards: +1 for a command that carries out an open instruction as meant (an incr
 as an increment, a condition as a scheduled rule, a cancellation on the right rule);
 -1 for a device change or rule nobody asked for (an increment applied as an
 overwrite, a future condition applied now) and -1 when a rule fires that the user
-asked to cancel; 0 otherwise. ``max_score`` counts the instructions given so far.
+asked to cancel; 0 otherwise. ``max_score`` counts the instructions given so far; none
+comes at the horizon's step, which would leave no step to carry it out, so the scripted
+solver (``solver.solve``, an oracle) earns ``max_score``.
 
 The pure core, ``SmartHomeFuncEnv``, has Gymnasium's ``FuncEnv`` shape over an
 immutable ``SmartHomeState``; a transition is a deterministic function of
@@ -311,7 +313,8 @@ class SmartHomeFuncEnv(
                 return d.freeze(state, -1, 0)
             next_due, split = d.next_due, len(d.changes)
         # The world's events: rules due now, then five independent 9-bit rolls of one
-        # draw for comings and goings, the household and the user.
+        # draw for comings and goings, the household and the user. The user gives no
+        # instruction at the horizon's step: none would be left to carry it out.
         if 0 <= next_due <= step:
             if d is None:
                 d = Draft(state, step, rng, lines, mentioned, commands)
@@ -323,7 +326,7 @@ class SmartHomeFuncEnv(
         manual = bits & MANUAL_MASK < MANUAL_BOUND
         ruled = bits & HOUSE_RULE_MASK < HOUSE_RULE_BOUND
         cancelled = bits & HOUSE_CANCEL_MASK < HOUSE_CANCEL_BOUND
-        asked = bits & INSTRUCT_MASK < INSTRUCT_BOUND
+        asked = bits & INSTRUCT_MASK < INSTRUCT_BOUND and step < home.horizon
         if moved or manual or ruled or cancelled or asked:
             if d is None:
                 d = Draft(state, step, rng, lines, mentioned, commands)

@@ -34,6 +34,7 @@ __all__ = [
     "assert_deterministic",
     "assert_every_admissible_accepted",
     "assert_matches_golden",
+    "assert_no_task_at_the_horizon",
     "assert_rejected_without_change",
     "assert_snapshot_restore_reproduces",
     "assert_state_hash_follows_the_world",
@@ -230,6 +231,34 @@ def probe_chains(env: Any, seed: int, steps: int, pick: Callable) -> tuple[list[
         if terminated:
             break
     return chains, kinds
+
+
+def assert_no_task_at_the_horizon(make: Callable[..., Any], horizon: int, seeds: range) -> None:
+    """Check that the horizon's step brings no new task (``max_score`` does not grow).
+
+    A task given at the last step leaves no step to carry it out, so ``max_score``
+    would count a point nobody can earn. The same episodes with a longer horizon are
+    the same step for step up to the horizon (randomness is drawn by step, not by
+    horizon), and bring a task at that step for some seed: proof that the rule, not
+    chance, kept it out. The family's solver plays both and wins every point.
+    """
+    suppressed = 0
+    for seed in seeds:
+        short, longer = make(horizon=horizon), make(horizon=horizon + 10)
+        _, info = short.reset(seed=seed)
+        longer.reset(seed=seed)
+        for _ in range(horizon):
+            action = short.solver(short.snapshot())
+            before = info["max_score"]
+            _, _, _, truncated, info = short.step(action)
+            *_, other = longer.step(action)
+            if not truncated:
+                assert other == info, (seed, info["moves"])
+        assert truncated and info["moves"] == horizon
+        assert info["max_score"] == before, seed
+        assert info["score"] == info["max_score"], seed
+        suppressed += other["max_score"] > before
+    assert suppressed > 0, "no seed would have brought a task at the horizon: widen seeds"
 
 
 def assert_state_hash_follows_the_world(env: Any, change: Callable[[Any, dict], str]) -> None:

@@ -26,6 +26,7 @@ from family_checks import (
     assert_deterministic,
     assert_every_admissible_accepted,
     assert_matches_golden,
+    assert_no_task_at_the_horizon,
     assert_rejected_without_change,
     assert_snapshot_restore_reproduces,
     assert_state_hash_follows_the_world,
@@ -49,9 +50,9 @@ from wmkit.envs.smarthome import (
     SmartHomeEnv,
     SmartHomeFuncEnv,
     SmartHomeParams,
-    SmartHomeState,
     _apply,
     read,
+    solve,
 )
 from wmkit.world.types import Claim, Fact
 
@@ -79,15 +80,6 @@ def pick_action(rng: random.Random, info: dict) -> str:
     if roll < 0.08:
         return "".join(rng.choice(string.printable) for _ in range(rng.randint(0, 30)))
     return rng.choice(info["admissible_actions"])
-
-
-def solve(state: SmartHomeState) -> str:
-    """The scripted solver: reads the hidden open instructions and carries one out."""
-    for task in state.tasks:
-        if task.kind == "cancel":
-            return f"cancel r{task.rule + 1}"
-        return task.commands[0]
-    return "wait"
 
 
 # --- Gymnasium API -----------------------------------------------------------------------
@@ -367,6 +359,7 @@ def find_task(env: SmartHomeEnv, kinds: tuple[str, ...], steps: int = 400):
 def test_increment_read_as_overwrite_costs_and_as_increment_pays():
     env = make(ground_truth=True, horizon=1000)
     env.reset(seed=3)
+
     def confusable(task) -> bool:  # an increment that reads differently as an overwrite
         if task.op != "adjust" or len(task.commands) < 2:
             return False
@@ -464,6 +457,7 @@ def test_a_cancelled_rule_never_fires():
 
 
 def test_a_solver_reading_the_truth_carries_out_every_instruction():
+    assert SmartHomeEnv.solver is solve
     for seed, config in ((31, {}), (32, {"load": 8, "people": 5, "indirection": 1.0})):
         env = make(ground_truth=True, horizon=400, **config)
         env.reset(seed=seed)
@@ -471,10 +465,13 @@ def test_a_solver_reading_the_truth_carries_out_every_instruction():
         while not truncated:
             _, reward, _, truncated, info = env.step(solve(env.snapshot()))
             assert reward >= 0, info["moves"]
-        open_at_end = len(env.snapshot().tasks)
-        # Instructions whose condition came true before the rule was set are void.
         assert info["max_score"] > 50
-        assert info["score"] >= info["max_score"] - open_at_end - 3
+        assert info["score"] == info["max_score"]
+        assert not env.snapshot().tasks
+
+
+def test_no_instruction_comes_at_the_horizon():
+    assert_no_task_at_the_horizon(make, 20, range(40))
 
 
 @pytest.mark.parametrize("command", [*BAD_COMMANDS, "", "line one\nLeo just got home."])
