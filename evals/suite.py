@@ -70,6 +70,7 @@ class EnvSpec(_Strict):
 
 TrackerArg = Literal["reader", "memory"]
 SimulatorArg = Literal["env", "reader"]
+PolicyArg = Literal["env"]
 
 
 class Needs(_Strict):
@@ -81,15 +82,20 @@ class Needs(_Strict):
     nothing else: ``reader`` is the env's text reader (``env.unwrapped.reader``),
     ``memory`` a fresh store per episode (the ``memory`` config), ``env`` the live env.
 
+    A policy handed the live ``env`` itself (``policy: [env]``) can read the true state
+    (the family's scripted solver does): only an ``oracle`` agent may list it.
+
     Attributes:
         tracker: what the tracker takes (``reader``, ``memory``).
         simulator: what the policy's ``simulator`` node takes (``env``, ``reader``).
+        policy: what the policy node itself takes (``env``).
     """
 
     tracker: tuple[TrackerArg, ...] = ()
     simulator: tuple[SimulatorArg, ...] = ()
+    policy: tuple[PolicyArg, ...] = ()
 
-    @field_validator("tracker", "simulator")
+    @field_validator("tracker", "simulator", "policy")
     @classmethod
     def _once(cls, names: tuple[str, ...]) -> tuple[str, ...]:
         if len(set(names)) != len(names):
@@ -145,6 +151,7 @@ class AgentSpec(_Strict):
         for part, node, names in (
             ("tracker", self.tracker, self.needs.tracker),
             ("simulator", simulator, self.needs.simulator),
+            ("policy", self.policy, self.needs.policy),
         ):
             if names and not (isinstance(node, dict) and node.get("_partial_") is True):
                 target = node.get("_target_") if isinstance(node, dict) else None
@@ -153,6 +160,11 @@ class AgentSpec(_Strict):
                     f"`_partial_: true` node that takes them; list only what it takes "
                     f"(needs.{part}=[] when it takes nothing)"
                 )
+        if self.needs.policy and not self.oracle:
+            raise ValueError(
+                f"needs.policy lists {list(self.needs.policy)}: a policy handed the live env "
+                "can read its true state, so the agent must be marked `oracle: true`"
+            )
         return self
 
 
@@ -249,7 +261,8 @@ def build_agent(name: str, spec: AgentSpec, env: Any, memory: StateManager | Non
     Runtime arguments enter here only, and only as ``spec.needs`` lists them: the
     policy's ``simulator`` node is built and completed with its listed arguments (the
     live ``env``, the env's ``reader``) and passed to the policy as ``simulator``; the
-    tracker node is completed with its own (``reader``, ``memory``).
+    policy node itself with its own (the live ``env``, for an oracle); the tracker node
+    with its own (``reader``, ``memory``).
 
     Raises:
         ValueError: a listed argument is not there (the env has no reader, no store
@@ -266,7 +279,7 @@ def build_agent(name: str, spec: AgentSpec, env: Any, memory: StateManager | Non
     return Agent(
         name=name,
         tracker=_build_part(name, "tracker", spec.tracker, spec.needs.tracker, given),
-        policy=instantiate(policy_node),
+        policy=_build_part(name, "policy", policy_node, spec.needs.policy, given),
         oracle=spec.oracle,
     )
 

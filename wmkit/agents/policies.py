@@ -1,6 +1,7 @@
-"""Command policies: random, greedy on the tracked state, and one-step lookahead greedy.
+"""Command policies: random, greedy, one-step lookahead greedy, the env's scripted solver.
 
-The lookahead greedy policy is the baseline for games; the tree searches are in
+The lookahead greedy policy is the baseline for games; the solver policy is the upper
+bound of a diagnostic family (an oracle); the tree searches are in
 :mod:`wmkit.agents.mcts` and :mod:`wmkit.agents.self_correcting`.
 """
 
@@ -15,7 +16,7 @@ from wmkit.search.simulators import admissible_proposal
 from wmkit.search.types import EpisodeSimulator, ProposeFn
 from wmkit.world.types import WorldState
 
-__all__ = ["BookingPolicy", "GreedyPolicy", "LookaheadGreedyPolicy", "RandomPolicy"]
+__all__ = ["BookingPolicy", "GreedyPolicy", "LookaheadGreedyPolicy", "RandomPolicy", "SolverPolicy"]
 
 
 def _admissible(info: Mapping[str, Any]) -> list[str]:
@@ -215,3 +216,40 @@ class LookaheadGreedyPolicy:
         ties = [a for a, s in zip(actions, scored, strict=True) if s == best]
         self._step += 1
         return ties[int(self._rng.integers(len(ties)))]
+
+
+class SolverPolicy:
+    """Plays the env's scripted solver on the env's true state: an oracle (a Policy).
+
+    Each :meth:`act` returns ``solver(snapshot())`` of the live env (unwrapped): a
+    diagnostic family's ``solver`` reads the immutable true state and returns one
+    admissible command, and playing it every step wins every point the family counts
+    (``max_score``). It ignores what it is shown and tracks nothing, so its score is the
+    family's upper bound, printed beside the oracle tracker's; its agent must be marked
+    ``oracle`` (it reads ground truth), and the suite hands it the env
+    (``needs: {policy: [env]}``).
+
+    Args:
+        env: the episode's env (or a wrapper of it) with a ``solver`` and ``snapshot()``.
+
+    Raises:
+        TypeError: the env has no scripted solver, or no ``snapshot()``.
+    """
+
+    def __init__(self, env: Any) -> None:
+        core = getattr(env, "unwrapped", env)
+        solver = getattr(core, "solver", None)
+        if not callable(solver) or not callable(getattr(core, "snapshot", None)):
+            raise TypeError(
+                f"{type(core).__name__} has no scripted solver (a `solver` attribute and "
+                "snapshot()): the solver agent plays only the families that have one; list "
+                "them in its config's envs"
+            )
+        self._env = core
+        self._solver = solver
+
+    def reset(self, rng: np.random.Generator) -> None:  # noqa: D102
+        pass
+
+    def act(self, observation: str, info: Mapping[str, Any], tracked: WorldState) -> str:  # noqa: D102
+        return self._solver(self._env.snapshot())
