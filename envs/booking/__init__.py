@@ -53,7 +53,12 @@ same kind in a city) and for booking an item that is not wanted (a dropped hotel
 flight in the wrong class). ``cancel`` +1 for a booking that is no longer wanted, -1
 for a wanted one. ``confirm`` +1 once per version of the wishes when the itinerary
 matches them (every city's wanted flight, hotel and car booked, nothing else), -1 when
-it does not. ``max_score`` counts the chances to earn +1 created so far.
+it does not. ``max_score`` counts the chances to earn +1 created so far, and each can
+be taken: the traveller gives the desk time, so after each version of the wishes no
+new wish comes for the steps an attentive desk needs to serve it (``service_steps``: a
+step per cancellation, two per booking, one to confirm), and none comes that could not
+be served by the horizon. The scripted solver (``solve``, an oracle: it reads the true
+state) is such a desk and earns ``max_score`` in every episode.
 
 The pure core, ``BookingFuncEnv``, has Gymnasium's ``FuncEnv`` shape over an immutable
 ``BookingState``; a transition is a deterministic function of ``(state, action)``.
@@ -61,10 +66,11 @@ The pure core, ``BookingFuncEnv``, has Gymnasium's ``FuncEnv`` shape over an imm
 ``text.py`` (what is said: one declaration renders and reads), ``state.py`` (parameters,
 records, the state and its ground truth), ``rules.py`` (a step's scratch state and its
 writes), ``commands.py`` and ``events.py`` (the agent's commands, the world's events and
-the probes), ``core.py`` (the pure core).
+the probes), ``core.py`` (the pure core), ``solver.py`` (the scripted solver).
 """
 
 from wmkit.envs.booking.core import BookingFuncEnv
+from wmkit.envs.booking.solver import solve
 from wmkit.envs.booking.state import (
     BookingParams,
     BookingState,
@@ -72,6 +78,7 @@ from wmkit.envs.booking.state import (
     Trip,
     is_wanted,
     itinerary_ok,
+    service_steps,
     state_hash,
 )
 from wmkit.envs.booking.text import LINE_MAX, TEXT, VOICE, read
@@ -90,6 +97,8 @@ __all__ = [
     "is_wanted",
     "itinerary_ok",
     "read",
+    "service_steps",
+    "solve",
     "state_hash",
 ]
 
@@ -101,19 +110,23 @@ class BookingEnv(DiagnosticEnv):
     """``wmkit/Booking-v0``: the shared diagnostic shell over ``BookingFuncEnv``.
 
     Besides the common keys (see ``DiagnosticEnv``), ``max_score`` counts the chances
-    to earn +1 created so far. ``terminated`` is always False; the episode ends at
-    ``horizon``. ``BookingEnv.reader`` is the family's perfect reader, ``read``.
+    to earn +1 created so far, all of which can be taken. ``terminated`` is always
+    False; the episode ends at ``horizon``. ``BookingEnv.reader`` is the family's
+    perfect reader, ``read``; ``BookingEnv.solver`` its scripted solver, ``solve`` (an
+    oracle).
 
     Args:
         ground_truth: add the ``wm.*`` keys to ``info``.
         **params: the fields of :class:`BookingParams` (``horizon`` 20..1000, default
-            200; ``load``, the cities, 1..16, default 3; ``quote_ttl`` 2..100, default
-            15; ``expiry_notice``, default True: when False, quotes state their validity
-            in steps and lapse silently; ``paraphrase_rate``, ``distractors``,
-            ``indirection``, ``probe_rate``), checked there: a wrong type or an unknown
-            name raises TypeError, a value out of range ValueError.
+            200, at least ``2 * load + 1``; ``load``, the cities, 1..16, default 3;
+            ``quote_ttl`` 2..100, default 15; ``expiry_notice``, default True: when
+            False, quotes state their validity in steps and lapse silently;
+            ``paraphrase_rate``, ``distractors``, ``indirection``, ``probe_rate``),
+            checked there: a wrong type or an unknown name raises TypeError, a value
+            out of range ValueError.
     """
 
     core_class = BookingFuncEnv
     params_class = BookingParams
     reader = staticmethod(read)
+    solver = staticmethod(solve)

@@ -23,6 +23,7 @@ from wmkit.envs.booking.state import (
     _state_hash,
     _truth,
     _view,
+    service_steps,
 )
 from wmkit.envs.booking.text import AREAS, CARS, CITIES, CLASSES, HOTELS, LINE_MAX, TRAVELLERS
 from wmkit.envs.diagnostic.core import CoreDefaults, episode_seed, text_spaces
@@ -54,9 +55,7 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
         lines = max(6 + p.load * 10, p.load * (len(AREAS) + 4) + 8)
         if not p.expiry_notice:  # a validity line after every quote line
             lines *= 2
-        self.observation_space, self.action_space = text_spaces(
-            LINE_MAX * (lines + p.distractors)
-        )
+        self.observation_space, self.action_space = text_spaces(LINE_MAX * (lines + p.distractors))
 
     def initial(self, rng: Any, params: BookingParams | None = None) -> BookingState:
         """Return the state at reset: the trip, the budget, the assumption, the offers.
@@ -76,8 +75,8 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
         none: tuple = ()
         blank = BookingState(
             params=params, seed=seed, step=0, trip=trip, items=none, by_id=none, commands={},
-            by_city={}, schedule=none, confirmed=False, text="", mentioned=none, reward=0,
-            score=0, max_score=0, admissible=none, probe_rng=-1, prior=((), None),
+            by_city={}, schedule=none, confirmed=False, quiet=0, text="", mentioned=none,
+            reward=0, score=0, max_score=0, admissible=none, probe_rng=-1, prior=((), None),
             middle=((), None),
         )  # fmt: skip
         d = Draft(blank, 0)
@@ -113,6 +112,7 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
         for item in d.items:
             d.say_valid(item)
         d.max_score = len(cities) + 1  # every city's flight, and a confirmation
+        d.quiet = service_steps(0, len(cities))  # the traveller's first wishes' time
         d.chatter()
         return d.freeze(False, ((), None))
 

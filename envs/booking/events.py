@@ -12,14 +12,14 @@ from itertools import filterfalse
 
 from wmkit.envs.booking.commands import ITEM_VERBS, words
 from wmkit.envs.booking.rules import Draft, list_item, trip_with
-from wmkit.envs.booking.state import CAR, FLIGHT, HOTEL, BookingState, Item
+from wmkit.envs.booking.state import CAR, FLIGHT, HOTEL, BookingState, Item, service_steps
 from wmkit.envs.booking.text import AREAS, CLASSES, HOTELS, TYPED
 from wmkit.envs.diagnostic.rng import StepRng
 from wmkit.world.types import Probe
 
 __all__ = ["P_OFFER", "P_USER", "USER_WEIGHTS", "new_hotel", "new_item", "probes", "run"]
 
-P_USER = 0.2  # per step: the traveller states or revises a wish
+P_USER = 0.2  # per step, once the desk has had time to serve the last wish: a new one
 P_OFFER = 0.04  # per step: a new hotel offer comes in
 USER_WEIGHTS = (("hotel", 35), ("drop", 10), ("car", 15), ("budget", 20), ("class", 20))
 # One ``bits()`` draw makes the step's two rolls, 12 bits each: thresholds out of 4096.
@@ -31,14 +31,18 @@ _HOTEL_HOLDS = tuple("hold hotel " + name for name in HOTELS)
 
 
 def run(d: Draft) -> None:
-    """Quotes lapse; a new hotel offer may come in; the traveller may state a wish."""
+    """Quotes lapse; a new hotel offer may come in; the traveller may state a wish.
+
+    The traveller speaks only once the desk has had the steps it needs to serve the
+    wishes before (``BookingState.quiet``).
+    """
     schedule = d.schedule
     if schedule and schedule[0][0] <= d.step:
         _lapse(d)
     bits = d.rng.bits()
     if bits & 4095 < _OFFER_BELOW:
         _offer(d)
-    if (bits >> 12) & 4095 < _USER_BELOW:
+    if (bits >> 12) & 4095 < _USER_BELOW and d.step >= d.quiet:
         _wish(d)
 
 
@@ -133,8 +137,16 @@ def new_hotel(rng: StepRng, name: str, city: str, area: str, step: int, expires:
     return new_item("hotel:" + name, HOTEL, city, area, "", price, "no", step, expires)
 
 
+def _too_late(d: Draft, service: int) -> bool:
+    """Whether a change needing ``service`` steps could not be served by the horizon."""
+    return d.step + service > d.params.horizon
+
+
 def _wish(d: Draft) -> None:
-    """The traveller states or revises one wish, picked by ``USER_WEIGHTS``."""
+    """The traveller states or revises one wish, picked by ``USER_WEIGHTS``.
+
+    A wish that no desk could serve before the horizon is left unsaid.
+    """
     rng, trip = d.rng, d.trip
     kind = _WISH_KINDS[bisect_right(_WISH_BOUNDS, rng.below(100))]
     if kind == "budget":
@@ -149,15 +161,22 @@ def _wish(d: Draft) -> None:
     chosen = next((i for i in hotels if items[i].wanted == "yes"), None)
     by_desc = rng.random() < d.params.indirection
     if kind == "drop" and chosen is not None:
+        service = service_steps(1, 0)
+        if _too_late(d, service):
+            return
         old = items[chosen]
         if by_desc:
             d.say("drop_hotel_desc", trip.id, city, old.area)
         else:
             d.say("drop_hotel", trip.id, old.id)
-        d.wish(chosen, "no")
+        d.wishes_changed(d.wish(chosen, "no"), service)
     elif kind in ("hotel", "drop"):
         new_i = rng.choice([i for i in hotels if i != chosen])
         new = items[new_i]
+        service = service_steps(int(chosen is not None), 1)
+        if _too_late(d, service):
+            return
+        opened = 0
         if chosen is None:
             if by_desc:
                 d.say("want_hotel_desc", trip.id, city, new.area)
@@ -169,12 +188,15 @@ def _wish(d: Draft) -> None:
                 d.say("swap_hotel_desc", trip.id, city, old.area, new.area)
             else:
                 d.say("swap_hotel", trip.id, city, new.id, old.id)
-            d.wish(chosen, "no")
-        d.wish(new_i, "yes")
+            opened = d.wish(chosen, "no")
+        d.wishes_changed(opened + d.wish(new_i, "yes"), service)
     else:
         wanted = "no" if items[car].wanted == "yes" else "yes"
+        service = service_steps(int(wanted == "no"), int(wanted == "yes"))
+        if _too_late(d, service):
+            return
         d.say("want_car" if wanted == "yes" else "drop_car", trip.id, items[car].id)
-        d.wish(car, wanted)
+        d.wishes_changed(d.wish(car, wanted), service)
 
 
 def _revise_budget(d: Draft) -> None:
@@ -183,16 +205,24 @@ def _revise_budget(d: Draft) -> None:
     change = 500 * (1 + rng.below(6)) * (1 if rng.below(2) else -1)
     if not 4000 <= trip.budget + change <= 20000:
         change = -change
+    service = service_steps(0, 0)  # nothing to book or cancel: the confirmation
+    if _too_late(d, service):
+        return
     budget = trip.budget + change
     d.say("revise_budget", trip.id, str(budget), str(trip.budget))
     d.set_trip(trip_with(trip, budget=budget, budget_at=d.step))
-    d.wishes_changed(opened=0)
+    d.wishes_changed(0, service)
 
 
 def _revise_class(d: Draft) -> None:
     trip = d.trip
     current = trip.cabin or trip.assumed
     cabin = d.rng.choice([c for c in CLASSES if c != trip.cabin])
+    # Every city's flight changes: a cancellation and a booking each.
+    legs = len(trip.cities) if cabin != current else 0
+    service = service_steps(legs, legs)
+    if _too_late(d, service):
+        return
     if trip.cabin:
         d.say("revise_class", trip.id, cabin, trip.cabin)
         new = trip_with(trip, cabin=cabin, cabin_at=d.step)
@@ -209,7 +239,7 @@ def _revise_class(d: Draft) -> None:
                 item = items[i]
                 if item.cabin == cabin or item.status == "booked":
                     opened += item.cabin == cabin or item.cabin == current
-    d.wishes_changed(opened=opened)
+    d.wishes_changed(opened, service)
 
 
 def probes(state: BookingState) -> tuple[Probe, ...]:

@@ -40,8 +40,8 @@ class Draft:
 
     __slots__ = (
         "admissible", "by_city", "by_id", "commands", "confirmed", "items", "lines",
-        "max_score", "middle", "named", "params", "prior", "rate", "reward", "rng",
-        "schedule", "score", "seed", "step", "trip",
+        "max_score", "middle", "named", "params", "prior", "quiet", "rate", "reward",
+        "rng", "schedule", "score", "seed", "step", "trip",
     )  # fmt: skip
     items: tuple[Item, ...] | list[Item]  # copied on first write
     schedule: tuple[tuple[int, str, int], ...] | list[tuple[int, str, int]]  # the same
@@ -51,7 +51,7 @@ class Draft:
         # One unpacking: a NamedTuple's attributes are slow to get one by one.
         (
             self.params, seed, step, trip, items, self.by_id, self.commands, self.by_city,
-            self.schedule, self.confirmed, _, _, _, self.score, self.max_score,
+            self.schedule, self.confirmed, self.quiet, _, _, _, self.score, self.max_score,
             self.admissible, _, _, _,
         ) = state  # fmt: skip
         self.trip, self.items, self.prior = trip, items, (items, trip)
@@ -167,14 +167,17 @@ class Draft:
             self.lapse_at(expires, item_id, i)
         return item
 
-    def wish(self, i: int, wanted: str) -> None:
-        """Set the traveller's wish on item ``i``; count the chances it opens."""
+    def wish(self, i: int, wanted: str) -> int:
+        """Set the traveller's wish on item ``i``; return the chances it opens.
+
+        One: booking an item now wanted, or cancelling a booking no longer wanted.
+        """
         old = self.items[i]
         revised = old.revised
         if wanted != old.wanted and "wanted" not in revised:
             revised = revised | _WANTED
         self.put_wish(i, old, wanted, revised)
-        self.wishes_changed(opened=int(wanted == "yes" or old.status == "booked"))
+        return int(wanted == "yes" or old.status == "booked")
 
     def restate_wish(self, i: int) -> None:
         """The traveller restated the wish on item ``i``: a new anchor, no change."""
@@ -214,10 +217,15 @@ class Draft:
             trip = trip_with(trip, revised=trip.revised.union(changed))
         self.trip = trip
 
-    def wishes_changed(self, opened: int) -> None:
-        """A new version of the wishes: a confirmation can earn +1 again."""
+    def wishes_changed(self, opened: int, service: int) -> None:
+        """A new version of the wishes: ``opened`` chances, and a confirmation's.
+
+        The traveller then keeps quiet for the ``service`` steps an attentive desk
+        needs to serve the version (``service_steps``).
+        """
         self.max_score += opened + 1
         self.confirmed = False
+        self.quiet = self.step + service
 
     def freeze(self, probes: bool, prior: Any = None) -> BookingState:
         """Return the new state; ``probes``: whether probes may be due at it.
@@ -229,7 +237,7 @@ class Draft:
         # Positional, in field order: the state is built every step.
         return _tuple_new(BookingState, (
             self.params, self.seed, self.step, self.trip, tuple(self.items), self.by_id,
-            self.commands, self.by_city, tuple(self.schedule), self.confirmed,
+            self.commands, self.by_city, tuple(self.schedule), self.confirmed, self.quiet,
             "\n".join(self.lines), tuple(self.named), self.reward, self.score + self.reward,
             self.max_score, self.admissible, self.rng.x if probes else -1, prior,
             self.middle or prior,

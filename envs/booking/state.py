@@ -32,6 +32,7 @@ __all__ = [
     "Trip",
     "is_wanted",
     "itinerary_ok",
+    "service_steps",
     "state_hash",
 ]
 
@@ -54,7 +55,9 @@ class BookingParams(FamilyParams):
 
     Raises:
         TypeError: a parameter has the wrong type.
-        ValueError: a parameter is out of range.
+        ValueError: a parameter is out of range, or ``horizon`` is too short to book
+            the first wishes (every city's flight) and confirm them:
+            ``service_steps(0, load)`` steps.
     """
 
     MAX_LOAD = len(CITIES)
@@ -71,6 +74,12 @@ class BookingParams(FamilyParams):
                 f"{self.expiry_notice!r}"
             )
         check_int("quote_ttl", self.quote_ttl, 2, 100)
+        need = service_steps(0, self.load)
+        if self.horizon < need:
+            raise ValueError(
+                f"horizon must be at least {need} for load {self.load} (a re-quote and a "
+                f"booking of every city's flight, and a confirmation), got {self.horizon}"
+            )
 
 
 # --- state -----------------------------------------------------------------------------
@@ -158,6 +167,9 @@ class BookingState(NamedTuple):
             stale and dropped when due. (A quote due at a rejected command's step, when
             no events run, lapses at the next step whose events run.)
         confirmed: whether the current wishes were already confirmed (+1 once each).
+        quiet: the first step at which the traveller may state a wish again. Each
+            version of the wishes is given the steps an attentive desk needs to serve
+            it (``service_steps``), so every chance ``max_score`` counts can be taken.
         text: this step's observation.
         mentioned: entity ids named in this step's observation, in order, with repeats.
         reward: this step's reward.
@@ -181,6 +193,7 @@ class BookingState(NamedTuple):
     by_city: dict[str, tuple[int, tuple[int, ...], tuple[int, ...]]]
     schedule: tuple[tuple[int, str, int], ...]
     confirmed: bool
+    quiet: int
     text: str
     mentioned: tuple[str, ...]
     reward: int
@@ -231,16 +244,19 @@ class BookingState(NamedTuple):
 def state_hash(state: BookingState) -> str:
     """Return a stable 16-hex-digit hash of the world in ``state``.
 
-    Covers the episode seed, the step, the trip's wishes and every item (through item
-    digests). The observation and score are left out.
+    Covers the episode seed, the step, the trip's wishes, when the traveller may speak
+    again and every item (through item digests). The observation and score are left out.
     """
     return _state_hash(state, state.digest)
 
 
 def _state_hash(state: BookingState, digest: int) -> str:
-    # repr((seed, step, trip[:-1], confirmed, digest)), with the trip's repr kept.
+    # repr((seed, step, trip[:-1], confirmed, quiet, digest)), with the trip's repr kept.
     text = _view(state.trip).text
-    raw = f"({state.seed!r}, {state.step!r}, {text}, {state.confirmed!r}, {digest!r})"
+    raw = (
+        f"({state.seed!r}, {state.step!r}, {text}, {state.confirmed!r}, {state.quiet!r}, "
+        f"{digest!r})"
+    )
     return hashlib.blake2b(raw.encode(), digest_size=8).hexdigest()
 
 
@@ -422,6 +438,18 @@ def _changes(
     return tuple(out)
 
 
+def service_steps(cancels: int, books: int) -> int:
+    """Return the steps an attentive desk needs to serve a change of the wishes.
+
+    The desk had the wishes before served and confirmed; the change makes ``cancels``
+    bookings unwanted and ``books`` items wanted. Each cancellation is a step, each
+    booking at most two (a ``search`` when its quote has lapsed, then ``book``; a
+    change wants at most one item per city, so a search serves one booking), and the
+    confirmation one more.
+    """
+    return cancels + 2 * books + 1
+
+
 def is_wanted(trip: Trip, item: Item) -> bool:
     """Whether the traveller wants ``item``: a flight of the stated (else assumed) class."""
     if item.type == FLIGHT:
@@ -442,4 +470,3 @@ def itinerary_ok(trip: Trip, items: tuple[Item, ...] | list[Item]) -> bool:
         if (item.status == "booked") != wanted:
             return False
     return len(has_flight) == len(trip.cities)
-
