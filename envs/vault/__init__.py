@@ -58,7 +58,11 @@ wrong keys included (choosing is the puzzle); at the keypad they offer the code 
 note read so far, decoys included, but never a code the player has not read.
 
 Rewards: +1 the first time each door on the way to the vault is opened, +10 for taking
-the treasure, which ends the episode (``terminated``); ``max_score = load + 10``.
+the treasure, which ends the episode (``terminated``); ``max_score = load + 10``. The
+scripted solver (``solve``, an oracle that reads the hidden rules) earns it: with the
+default parameters within 50 steps (at most 43 over 20,000 seeds); a bigger house or
+longer delays need a longer horizon (``load`` 6 takes it up to 70 steps, 10 up to 138,
+over 1,000 seeds), and a horizon shorter than that leaves ``max_score`` out of reach.
 
 Ground truth splits each step's change into the agent's command (``action``) and the
 mechanisms (``event``: delayed lever effects, doors shutting on springs). Probes ask
@@ -74,11 +78,12 @@ the thin ``gymnasium.Env[str, str]`` shell. One concern a file, on the shared co
 ``state.py`` (parameters, entities, the state and its hash), ``world.py`` (the layout
 and hidden rules made from the seed), ``commands.py`` (parser, handlers, admissible
 actions), ``rules.py`` (the transition's draft and the mechanisms), ``core.py`` (the
-``FuncEnv`` core, ground truth and probes).
+``FuncEnv`` core, ground truth and probes), ``solver.py`` (the scripted solver).
 """
 
 from wmkit.envs.diagnostic.shell import DiagnosticEnv
 from wmkit.envs.vault.core import VaultFuncEnv
+from wmkit.envs.vault.solver import solve
 from wmkit.envs.vault.state import (
     CLOSED,
     HELD,
@@ -130,6 +135,7 @@ __all__ = [
     "VaultState",
     "VaultWorld",
     "read",
+    "solve",
     "state_hash",
 ]
 
@@ -142,7 +148,8 @@ class VaultEnv(DiagnosticEnv):
     Besides the common keys (see ``DiagnosticEnv``), ground truth adds ``wm.rules``: the
     episode's hidden rules as sorted facts. ``terminated`` is True once the treasure is
     taken; the episode is truncated at ``horizon``. ``VaultEnv.reader`` is the family's
-    perfect reader, ``read``.
+    perfect reader, ``read``; ``VaultEnv.solver`` its scripted solver, ``solve`` (an
+    oracle: it reads the hidden rules).
 
     Args:
         ground_truth: add the ``wm.*`` keys to ``info``.
@@ -156,3 +163,4 @@ class VaultEnv(DiagnosticEnv):
     core_class = VaultFuncEnv
     params_class = VaultParams
     reader = staticmethod(read)
+    solver = staticmethod(solve)
