@@ -22,6 +22,7 @@ A hand-written predictor lives with its family: ``wmkit.envs.vault.naive_rules.N
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -97,17 +98,33 @@ class RulesSimulator:
     :class:`~wmkit.search.values.HeuristicValue` work unchanged.
 
     Args:
-        rules: the predictor (a ``RuleSet``, ``wmkit.envs.vault.naive_rules.NaiveVaultRules``, ...).
+        rules: the predictor (a ``RuleSet``, ``wmkit.envs.vault.naive_rules.NaiveVaultRules``, ...),
+            or the path of a rules file (``wmkit-distill``'s ``rules.jsonl``), loaded
+            as a ``RuleSet``.
         static_relations: relations left out of signatures when their object is
             another entity (a door's sides only restate which door it is); by default
             the rule set's lexicon's, if it has one.
+        min_confidence: rules below this confidence are left out (when loading a path).
 
     Attributes:
         corrections: ``(signature, action) -> observed delta``, learned this episode.
         hits: predictions answered by an exception (a cost-free counter).
+
+    Raises:
+        FileNotFoundError: ``rules`` names no file.
+        RulesError: the file is not a rules file.
+        TypeError: ``rules`` has no ``predict``.
     """
 
-    def __init__(self, rules: Predictor, *, static_relations: frozenset[str] | None = None) -> None:
+    def __init__(
+        self,
+        rules: Predictor | str | os.PathLike[str],
+        *,
+        static_relations: frozenset[str] | None = None,
+        min_confidence: float = 0.0,
+    ) -> None:
+        if isinstance(rules, str | os.PathLike):
+            rules = RuleSet.load(rules, min_confidence=min_confidence)
         if not callable(getattr(rules, "predict", None)):
             raise TypeError(
                 f"{type(rules).__name__} has no predict(state, action, observation): the "
@@ -134,7 +151,7 @@ class RulesSimulator:
     @classmethod
     def load(cls, path: str | Path, *, min_confidence: float = 0.0) -> RulesSimulator:
         """A simulator over the rules file ``path`` (``wmkit-distill``'s ``rules.jsonl``)."""
-        return cls(RuleSet.load(path, min_confidence=min_confidence))
+        return cls(path, min_confidence=min_confidence)
 
     def reset(self) -> None:
         """Forget the episode: exceptions, what was seen, the root's actions."""
