@@ -6,10 +6,12 @@ A run is resumable: episodes already in ``results.jsonl`` are skipped.
 What a config cannot hold comes from the episode, passed by name by one build step
 (:func:`build_agent`) to the parts that list it in their agent's ``needs``
 (:class:`Needs`): the env's text reader, the live env (an ``env_snapshot`` simulator),
-and a fresh :class:`~wmkit.memory.StateManager` for each episode (governed memory, seed
+a fresh :class:`~wmkit.memory.StateManager` for each episode (governed memory, seed
 002), from the ``memory`` config (:class:`MemorySpec`): by default a SQLite file under
 the run folder (``memory/<env>__h<horizon>__<agent>__s<seed>.db``), or a PostgreSQL
-schema of its own.
+schema of its own; and what was trained for the episode's env (:class:`Artifacts`: the
+distilled rules, the value network), which the main job's training stages make
+(``wmkit.scripts.pipeline``) and :func:`run_suite` is given.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -24,12 +27,12 @@ import sqlalchemy as sa
 from hydra.utils import instantiate
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from wmkit.agents.types import Agent
 from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated
 from wmkit.evals.leaderboard import write_leaderboard
 from wmkit.evals.metrics import score_episode
+from wmkit.evals.progress import progress_bar
 from wmkit.evals.records import EpisodeRecord, record_path, write_record
 from wmkit.evals.results import ResultsFile, episode_key
 from wmkit.evals.runner import make_env, play_episode
@@ -37,6 +40,7 @@ from wmkit.memory import StateManager, sqlite_files
 
 __all__ = [
     "AgentSpec",
+    "Artifacts",
     "EnvSpec",
     "EvalConfig",
     "MemorySpec",
@@ -68,9 +72,12 @@ class EnvSpec(_Strict):
     heartbeat_timeout: float = Field(default=120.0, gt=0)
 
 
-TrackerArg = Literal["reader", "memory"]
-SimulatorArg = Literal["env", "reader"]
+TrackerArg = Literal["reader", "memory", "rules"]
+SimulatorArg = Literal["env", "reader", "rules"]
+ValueArg = Literal["checkpoint"]
 PolicyArg = Literal["env"]
+ARTIFACT_ARGS = frozenset({"rules", "checkpoint"})
+"""The runtime arguments that are trained artifacts of the episode's env (:class:`Artifacts`)."""
 
 
 class Needs(_Strict):
@@ -80,22 +87,33 @@ class Needs(_Strict):
     part that takes one is a ``_partial_: true`` node, and :func:`build_agent` completes
     it with exactly the arguments listed here (keyword arguments of these names), and
     nothing else: ``reader`` is the env's text reader (``env.unwrapped.reader``),
-    ``memory`` a fresh store per episode (the ``memory`` config), ``env`` the live env.
+    ``memory`` a fresh store per episode (the ``memory`` config), ``env`` the live env,
+    ``rules`` the path of the env's distilled ``rules.jsonl`` and ``checkpoint`` that of
+    its value network (``value.pt``), both trained by the main job's stages
+    (:class:`Artifacts`).
 
     A policy handed the live ``env`` itself (``policy: [env]``) can read the true state
     (the family's scripted solver does): only an ``oracle`` agent may list it.
 
     Attributes:
-        tracker: what the tracker takes (``reader``, ``memory``).
-        simulator: what the policy's ``simulator`` node takes (``env``, ``reader``).
+        tracker: what the tracker takes (``reader``, ``memory``, ``rules``).
+        simulator: what the policy's ``simulator`` node takes (``env``, ``reader``,
+            ``rules``).
+        value: what the policy's ``value_fn`` node takes (``checkpoint``).
         policy: what the policy node itself takes (``env``).
     """
 
     tracker: tuple[TrackerArg, ...] = ()
     simulator: tuple[SimulatorArg, ...] = ()
+    value: tuple[ValueArg, ...] = ()
     policy: tuple[PolicyArg, ...] = ()
 
-    @field_validator("tracker", "simulator", "policy")
+    @property
+    def artifacts(self) -> frozenset[str]:
+        """The trained artifacts listed (``rules``, ``checkpoint``): what the stages make."""
+        return frozenset(self.tracker + self.simulator + self.value) & ARTIFACT_ARGS
+
+    @field_validator("tracker", "simulator", "value", "policy")
     @classmethod
     def _once(cls, names: tuple[str, ...]) -> tuple[str, ...]:
         if len(set(names)) != len(names):
@@ -106,9 +124,11 @@ class Needs(_Strict):
 class AgentSpec(_Strict):
     """An agent of the suite: a tracker and a policy, each a Hydra ``_target_`` node.
 
-    The policy node may hold a ``simulator`` node (``configs/simulator/``), built first
-    and passed to the policy. ``needs`` lists the runtime arguments of the tracker and
-    the simulator; a part listed there must be a ``_partial_: true`` node. ``oracle``
+    The policy node may hold a ``simulator`` node (``configs/simulator/``) and a
+    ``value_fn`` node, built first and passed to the policy. ``needs`` lists the runtime
+    arguments of the tracker, the simulator and the value function; a part listed there
+    must be a ``_partial_: true`` node. ``envs`` names the suite's envs the agent runs on
+    (empty: all), for an agent whose policy knows one family only. ``oracle``
     says the agent reads ground truth (the leaderboard's †); what else it is given that
     no real agent has follows from ``needs`` (:attr:`privileged`, the leaderboard's ‡).
     """
@@ -117,6 +137,11 @@ class AgentSpec(_Strict):
     policy: dict[str, Any]
     oracle: bool = False
     needs: Needs = Field(default_factory=Needs)
+    envs: tuple[str, ...] = ()
+
+    def runs_on(self, env_name: str) -> bool:
+        """Whether the agent plays the suite's env ``env_name`` (see ``envs``)."""
+        return not self.envs or env_name in self.envs
 
     @property
     def privileged(self) -> tuple[str, ...]:
@@ -147,10 +172,10 @@ class AgentSpec(_Strict):
 
     @model_validator(mode="after")
     def _needs_partial_nodes(self) -> AgentSpec:
-        simulator = self.policy.get("simulator")
         for part, node, names in (
             ("tracker", self.tracker, self.needs.tracker),
-            ("simulator", simulator, self.needs.simulator),
+            ("simulator", self.policy.get("simulator"), self.needs.simulator),
+            ("value", self.policy.get("value_fn"), self.needs.value),
             ("policy", self.policy, self.needs.policy),
         ):
             if names and not (isinstance(node, dict) and node.get("_partial_") is True):
@@ -194,18 +219,48 @@ class MemorySpec(_Strict):
         return self
 
 
+class Artifacts(_Strict):
+    """What was trained for one env: the paths its agents' ``rules``/``checkpoint`` get.
+
+    Attributes:
+        rules: the distilled ``rules.jsonl`` (None: not trained).
+        checkpoint: the value network's ``value.pt`` (None: not trained).
+    """
+
+    rules: str | None = None
+    checkpoint: str | None = None
+
+
 class EvalConfig(_Strict):
-    """The validated configuration of one ``wmkit-eval`` run."""
+    """The validated configuration of one ``wmkit-eval`` run.
+
+    ``train_seeds`` are the seeds the training stages play (``wmkit.scripts.pipeline``);
+    they are never evaluated, so a config where they meet ``seeds`` is refused.
+    ``pipeline`` holds those stages' settings, which the stages validate themselves
+    (``PipelineConfig``): the suite only plays what they trained (:class:`Artifacts`).
+    """
 
     envs: dict[str, EnvSpec] = Field(min_length=1)
     agents: dict[str, AgentSpec] = Field(min_length=1)
     horizons: list[int] = Field(min_length=1)
     seeds: list[int] = Field(min_length=1)
+    train_seeds: list[int] = Field(default_factory=list)
+    pipeline: dict[str, Any] = Field(default_factory=dict)
     memory: MemorySpec = Field(default_factory=MemorySpec)
     resume: bool = True
     progress: bool = True
     records: bool = True
     """Keep each episode's record in ``<run folder>/records/``, for ``wmkit-score``."""
+
+    @model_validator(mode="after")
+    def _train_seeds_never_evaluated(self) -> EvalConfig:
+        both = sorted(set(self.seeds) & set(self.train_seeds))
+        if both:
+            raise ValueError(
+                f"seeds {both} are both evaluation seeds and train_seeds: an agent is never "
+                "evaluated on the episodes it was trained on; make the two lists disjoint"
+            )
+        return self
 
 
 class MemoryPlan(NamedTuple):
@@ -255,27 +310,51 @@ def _close_memory(memory: StateManager, plan: MemoryPlan) -> None:
             path.unlink(missing_ok=True)
 
 
-def build_agent(name: str, spec: AgentSpec, env: Any, memory: StateManager | None = None) -> Agent:
+def build_agent(
+    name: str,
+    spec: AgentSpec,
+    env: Any,
+    memory: StateManager | None = None,
+    artifacts: Artifacts | None = None,
+) -> Agent:
     """Build agent ``name`` from its spec for ``env``: the one build step.
 
     Runtime arguments enter here only, and only as ``spec.needs`` lists them: the
     policy's ``simulator`` node is built and completed with its listed arguments (the
-    live ``env``, the env's ``reader``) and passed to the policy as ``simulator``; the
-    policy node itself with its own (the live ``env``, for an oracle); the tracker node
-    with its own (``reader``, ``memory``).
+    live ``env``, the env's ``reader``, the env's distilled ``rules``) and passed to the
+    policy as ``simulator``; its ``value_fn`` node likewise (the env's value network,
+    ``checkpoint``); the policy node itself with its own (the live ``env``, for an
+    oracle); the tracker node with its own (``reader``, ``memory``, ``rules``).
+
+    Args:
+        name: the agent's name.
+        spec: its spec.
+        env: the episode's env.
+        memory: the episode's fresh store (for a tracker that lists ``memory``).
+        artifacts: what was trained for this env (for parts that list ``rules`` or
+            ``checkpoint``).
 
     Raises:
         ValueError: a listed argument is not there (the env has no reader, no store
-            was given).
+            was given, nothing was trained for the env).
         TypeError: a part does not take what its ``needs`` list.
     """
-    given = {"env": env, "reader": getattr(env.unwrapped, "reader", None), "memory": memory}
+    trained = artifacts or Artifacts()
+    given = {
+        "env": env,
+        "reader": getattr(env.unwrapped, "reader", None),
+        "memory": memory,
+        "rules": trained.rules,
+        "checkpoint": trained.checkpoint,
+    }
     policy_node = dict(spec.policy)
-    simulator_node = policy_node.pop("simulator", None)
-    if simulator_node is not None:
-        policy_node["simulator"] = _build_part(
-            name, "simulator", simulator_node, spec.needs.simulator, given
-        )
+    for key, part, names in (
+        ("simulator", "simulator", spec.needs.simulator),
+        ("value_fn", "value", spec.needs.value),
+    ):
+        node = policy_node.pop(key, None)
+        if node is not None:
+            policy_node[key] = _build_part(name, part, node, names, given)
     return Agent(
         name=name,
         tracker=_build_part(name, "tracker", spec.tracker, spec.needs.tracker, given),
@@ -288,6 +367,8 @@ _ABSENT = {
     "reader": "a reader and the env has none",
     "memory": "a memory store and none was given",
     "env": "the live env and none was given",
+    "rules": "the env's distilled rules and none were trained (wmkit-eval's training stages)",
+    "checkpoint": "the env's value network and none was trained (wmkit-eval's training stages)",
 }
 
 
@@ -319,17 +400,19 @@ def _episode(
     seed: int,
     heartbeat: bool = False,
     memory_plan: MemoryPlan | None = None,
+    artifacts: Artifacts | None = None,
 ) -> EpisodeRecord:
     """Build the env and agent and play one episode; runs in a worker when isolated.
 
-    With a ``memory_plan`` the episode gets a fresh store there, closed afterwards.
+    With a ``memory_plan`` the episode gets a fresh store there, closed afterwards;
+    ``artifacts`` are what was trained for the env.
     """
     env = make_env(env_id, horizon, env_kwargs)
     if heartbeat:
         env = Heartbeat(env)
     memory = None if memory_plan is None else _open_memory(memory_plan)
     try:
-        agent = build_agent(agent_name, agent_spec, env, memory)
+        agent = build_agent(agent_name, agent_spec, env, memory, artifacts)
         return play_episode(env, agent, seed)
     finally:
         env.close()
@@ -358,10 +441,34 @@ def fingerprint(*specs: BaseModel) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def _check_artifacts(config: EvalConfig, artifacts: Mapping[str, Artifacts]) -> None:
+    """Refuse to start when an agent needs something not trained for an env it runs on."""
+    for agent_name, spec in config.agents.items():
+        for env_name in config.envs:
+            if not spec.runs_on(env_name):
+                continue
+            have = artifacts.get(env_name, Artifacts())
+            missing = sorted(a for a in spec.needs.artifacts if getattr(have, a) is None)
+            if missing:
+                raise ValueError(
+                    f"agent {agent_name!r} needs the {' and '.join(missing)} trained for "
+                    f"env {env_name!r} and none were given: wmkit-eval trains them first "
+                    "(wmkit.scripts.pipeline); to call run_suite yourself, pass artifacts="
+                )
+
+
 def run_suite(
-    config: EvalConfig, out_dir: str | Path, *, variant: str = "", console: Console | None = None
+    config: EvalConfig,
+    out_dir: str | Path,
+    *,
+    variant: str = "",
+    console: Console | None = None,
+    artifacts: Mapping[str, Artifacts] | None = None,
 ) -> dict[str, Path]:
     """Run every (env, horizon, seed, agent) episode not yet in ``out_dir``, then rank.
+
+    An agent with ``envs`` plays only those envs. Progress counts steps (an episode
+    weighs its horizon), so the time left is estimated from the steps played.
 
     Args:
         config: the validated suite.
@@ -370,17 +477,32 @@ def run_suite(
         variant: a label for this run's settings (a sweep job's overrides), kept in every
             row so a merged sweep leaderboard keeps the jobs apart.
         console: rich console for progress (a quiet one when None).
+        artifacts: per env name, what was trained for it (the agents whose ``needs``
+            list ``rules`` or ``checkpoint`` are given these paths). They are part of
+            the agent's settings: a resumed run trained anew refuses its old rows.
 
     Returns:
         Paths of the written ``results`` file, ``markdown`` leaderboard and ``plot``.
+
+    Raises:
+        ValueError: an agent needs an artifact not given for an env it runs on, or the
+            run folder holds rows made with other settings.
     """
     out = Path(out_dir)
+    artifacts = dict(artifacts or {})
+    _check_artifacts(config, artifacts)
     results = ResultsFile(out / "results.jsonl")
     done: dict[tuple[str, int, str, int], str] = {}
     if config.resume:
         done = {episode_key(r): r["spec"] for r in results.rows()}
+
+    def trained(env_name: str, spec: AgentSpec) -> Artifacts | None:
+        return artifacts.get(env_name, Artifacts()) if spec.needs.artifacts else None
+
     specs = {
-        (env_name, agent_name): fingerprint(env_spec, agent_spec)
+        (env_name, agent_name): fingerprint(
+            env_spec, agent_spec, *filter(None, [trained(env_name, agent_spec)])
+        )
         for env_name, env_spec in config.envs.items()
         for agent_name, agent_spec in config.agents.items()
     }
@@ -395,25 +517,27 @@ def run_suite(
         for env_name in config.envs
         for horizon in config.horizons
         for seed in config.seeds
-        for agent_name in config.agents
-        if (env_name, horizon, agent_name, seed) not in done
+        for agent_name, agent_spec in config.agents.items()
+        if agent_spec.runs_on(env_name) and (env_name, horizon, agent_name, seed) not in done
     ]
     console = console or Console(quiet=not config.progress)
+    for agent_name, agent_spec in config.agents.items():
+        if agent_spec.envs:
+            console.print(f"{agent_name} plays {', '.join(agent_spec.envs)} only (its envs)")
     if done:
         console.print(f"resuming: {len(done)} episodes already in {results.path}")
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, disable=not config.progress) as bar:
-        task = bar.add_task("episodes", total=len(plan))
-        for env_name, horizon, seed, agent_name in plan:
-            bar.update(task, description=f"{env_name} h={horizon} seed={seed} {agent_name}")
+    with progress_bar(console, disable=not config.progress) as bar:
+        task = bar.add_task("evaluate", total=sum(horizon for _, horizon, _, _ in plan))
+        for i, (env_name, horizon, seed, agent_name) in enumerate(plan, start=1):
+            bar.update(
+                task,
+                description=f"evaluate {i}/{len(plan)} {env_name} h={horizon} seed={seed} "
+                f"{agent_name}",
+            )
             spec = config.envs[env_name]
             agent_spec = config.agents[agent_name]
             args = (spec.id, horizon, spec.kwargs, agent_name, agent_spec, seed)
+            given = trained(env_name, agent_spec)
             plan_memory = (
                 _memory_plan(config.memory, out, env_name, horizon, agent_name, seed)
                 if _needs_memory(agent_spec)
@@ -425,14 +549,14 @@ def run_suite(
                 label = str(spec.kwargs.get("game", spec.id))
                 try:
                     record = run_isolated(
-                        _episode, *args, True, plan_memory,
+                        _episode, *args, True, plan_memory, given,
                         label=label, heartbeat_timeout=spec.heartbeat_timeout,
                     )  # fmt: skip
                 except EpisodeFailed as err:
                     console.print(f"[red]episode failed[/red] {env_name} seed={seed}: {err}")
                     failed = str(err)
             else:
-                record = _episode(*args, memory_plan=plan_memory)
+                record = _episode(*args, memory_plan=plan_memory, artifacts=given)
             identity = dict(
                 env=env_name,
                 env_id=spec.id,
@@ -453,6 +577,6 @@ def run_suite(
                 if config.records:  # before the row: every finished row has its record
                     write_record(where, record, identity)
             results.append(row | identity)
-            bar.advance(task)
+            bar.advance(task, horizon)
     paths = write_leaderboard(list(results.rows()), out)
     return {"results": results.path, **paths}

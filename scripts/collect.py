@@ -24,9 +24,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated
+from wmkit.evals.progress import progress_bar
 from wmkit.evals.runner import make_env, run_episode
 from wmkit.evals.suite import AgentSpec, EnvSpec, build_agent, fingerprint
 from wmkit.jsonl import JsonlLog
@@ -153,17 +153,16 @@ def collect(config: CollectConfig, data_root: str | os.PathLike[str], *, console
         )
         for name, s in summary.items()
     }
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
     try:
-        with Progress(*columns, console=console, disable=not config.progress) as bar:
-            task = bar.add_task("episodes", total=len(plan))
-            for env_name, horizon, seed, agent_name in plan:
-                bar.update(task, description=f"{env_name} h={horizon} seed={seed} {agent_name}")
+        with progress_bar(console, disable=not config.progress) as bar:
+            # Progress counts steps (an episode weighs its horizon): the ETA means something.
+            task = bar.add_task("collect", total=sum(h for _, h, _, _ in plan))
+            for i, (env_name, horizon, seed, agent_name) in enumerate(plan, start=1):
+                bar.update(
+                    task,
+                    description=f"collect {i}/{len(plan)} {env_name} h={horizon} seed={seed} "
+                    f"{agent_name}",
+                )
                 spec = config.envs[env_name]
                 args = (env_name, spec, horizon, agent_name, config.agents[agent_name], seed)
                 args += (config.state_relations,)
@@ -184,7 +183,7 @@ def collect(config: CollectConfig, data_root: str | os.PathLike[str], *, console
                     summary[env_name]["episodes"] += 1
                     summary[env_name]["steps"] += len(episode.steps)
                     summary[env_name]["scenes"] += len(episode.scenes)
-                bar.advance(task)
+                bar.advance(task, horizon)
     finally:
         # Buffered episodes are whole and finished, so they are committed even when
         # the run stops on an error.

@@ -1,4 +1,10 @@
-"""``wmkit-eval``: the main job. Runs the evaluation suite and writes the leaderboard.
+"""``wmkit-eval``: the main job. Trains what its agents need, runs the suite, ranks them.
+
+First the training stages (:mod:`wmkit.scripts.pipeline`: collect, distill, train the
+value network, on ``train_seeds``, each cached by a fingerprint of its inputs and
+settings) for the envs whose agents need them; then every agent on every env, horizon
+and seed; then the leaderboard. ``<run folder>/pipeline.json`` names the stage folders
+the agents were given.
 
 Examples:
     wmkit-eval                                   # the default benchmark
@@ -9,6 +15,7 @@ Examples:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import hydra
@@ -18,13 +25,21 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from wmkit.evals.suite import EvalConfig, run_suite
+from wmkit.scripts.pipeline import PipelineConfig, run_pipeline, stage_table
+
+PIPELINE_FILE = "pipeline.json"
 
 
 def run(cfg: DictConfig) -> dict[str, Path]:
-    """Validate the composed config and run the suite in Hydra's output folder."""
+    """Validate the composed config, run the training stages, then the suite.
+
+    Everything happens in Hydra's output folder but the stages' outputs, which go to
+    the shared cache (``pipeline.cache_dir``).
+    """
     raw = OmegaConf.to_container(cfg, resolve=True)
     try:
         config = EvalConfig.model_validate(raw)
+        pipeline = PipelineConfig.model_validate(config.pipeline)
     except ValidationError as err:
         raise SystemExit(f"wmkit-eval: invalid configuration:\n{err}") from None
     console = Console(stderr=True)
@@ -33,8 +48,17 @@ def run(cfg: DictConfig) -> dict[str, Path]:
     # A sweep job's own overrides tell it apart from its siblings in a merged leaderboard.
     variant = ",".join(o for o in hydra_cfg.overrides.task if not o.startswith("hydra"))
     try:
-        paths = run_suite(config, out, variant=variant, console=console)
-    except ValueError as err:
+        artifacts, stages = run_pipeline(config, pipeline, console=console)
+        if stages:
+            Console(stderr=True, width=140).print(stage_table(stages))
+        out.mkdir(parents=True, exist_ok=True)
+        record = {
+            "stages": [s._replace(path=str(s.path))._asdict() for s in stages],
+            "artifacts": {env: a.model_dump() for env, a in artifacts.items()},
+        }
+        (out / PIPELINE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        paths = run_suite(config, out, variant=variant, console=console, artifacts=artifacts)
+    except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"wmkit-eval: {err}") from None
     console.print(f"results: {paths['results']}")
     console.print(f"leaderboard: {paths['markdown']} (plot: {paths['plot']})")

@@ -10,7 +10,7 @@ from wmkit.agents.policies import RandomPolicy
 from wmkit.agents.trackers import RulesTracker, WindowTracker
 from wmkit.agents.types import Agent
 from wmkit.evals.runner import make_env, run_episode
-from wmkit.evals.suite import EvalConfig, build_agent
+from wmkit.evals.suite import Artifacts, EvalConfig, build_agent
 from wmkit.knowledge.recording import Recorder, record_random
 from wmkit.knowledge.rules import Atom, Lexicon, Rule, RulesError, RuleSet
 from wmkit.trainers.distill import CountingDistiller, transitions_from_rows
@@ -92,15 +92,20 @@ def test_bad_rules_paths_fail_clearly(tmp_path):
         RulesTracker(bad)
 
 
-def test_the_rules_agent_config_builds_the_tracker(parcel_rules):
+def test_the_rules_agent_config_builds_the_tracker_from_the_envs_rules(parcel_rules):
     with initialize_config_module("wmkit.configs", version_base="1.3"):
-        config = compose(
-            "eval", overrides=["agents=[rules]", f"agents.rules.tracker.rules={parcel_rules}"]
-        )
+        config = compose("eval", overrides=["agents=[rules]"])
     spec = EvalConfig.model_validate(OmegaConf.to_container(config, resolve=True)).agents["rules"]
     env = gymnasium.make(PARCEL)
-    tracker = build_agent("rules", spec, env).tracker  # the env's reader, as needs lists it
+    # The env's distilled rules, as needs lists them (the main job trains them); no reader.
+    trained = Artifacts(rules=str(parcel_rules))
+    tracker = build_agent("rules", spec, env, artifacts=trained).tracker
     assert isinstance(tracker, RulesTracker) and len(tracker.rules) > 0
-    assert tracker.observation is True and tracker.reader is env.unwrapped.reader
-    alone = spec.model_copy(update={"needs": spec.needs.model_copy(update={"tracker": ()})})
-    assert build_agent("rules", alone, env).tracker.reader is None  # the rules alone
+    assert tracker.observation is True and tracker.reader is None
+    with_reader = spec.model_copy(
+        update={"needs": spec.needs.model_copy(update={"tracker": ("rules", "reader")})}
+    )
+    tracker = build_agent("rules", with_reader, env, artifacts=trained).tracker
+    assert tracker.reader is env.unwrapped.reader  # what the text states overrides the rules'
+    with pytest.raises(ValueError, match="distilled rules and none were trained"):
+        build_agent("rules", spec, env)

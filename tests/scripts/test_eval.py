@@ -16,8 +16,10 @@ from wmkit.evals.runner import make_env
 from wmkit.evals.suite import EvalConfig, build_agent
 
 EVAL = [sys.executable, "-m", "wmkit.scripts.eval"]
-AGENTS = ["oracle", "window", "memory", "random"]
+AGENTS = ["oracle", "window", "memory", "random"]  # default agents that need no training
+TRAINED = ["rules", "wm_agent", "wm_no_value", "wm_no_correction", "wm_exact_sim"]
 ENVS = ["booking", "parcel", "smarthome", "vault"]
+DEBUG = ["experiment=debug", f"agents=[{','.join(AGENTS)}]"]  # no training stage runs
 DEBUG_EPISODES = len(ENVS) * 2 * 2 * len(AGENTS)  # envs x horizons x seeds x agents
 
 
@@ -28,11 +30,13 @@ def _compose(*overrides):
 
 def test_every_agent_option_composes_validates_and_builds():
     config = EvalConfig.model_validate(OmegaConf.to_container(_compose(), resolve=True))
-    assert sorted(config.agents) == sorted(AGENTS)
+    assert sorted(config.agents) == sorted([*AGENTS, *TRAINED, "governed", "solver"])
+    assert config.agents["governed"].envs == ("booking",)
     env = make_env(config.envs["parcel"].id, 20, config.envs["parcel"].kwargs)
-    for name, spec in config.agents.items():
-        agent = build_agent(name, spec, env)
+    for name in AGENTS:  # the trained ones build in tests/scripts/test_pipeline.py
+        agent = build_agent(name, config.agents[name], env)
         assert agent.oracle == (name == "oracle")
+    assert all(config.agents[name].needs.artifacts for name in TRAINED)
     debug = _compose("experiment=debug")
     assert debug.horizons == [20, 40]
 
@@ -50,7 +54,7 @@ def _rows(run_dir):
 
 def test_debug_run_writes_results_and_leaderboard(tmp_path):
     run_dir = tmp_path / "run"
-    proc = _run("experiment=debug", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    proc = _run(*DEBUG, f"hydra.run.dir={run_dir}", cwd=tmp_path)
     rows = _rows(run_dir)
     assert len(rows) == DEBUG_EPISODES
     assert sorted({r["env"] for r in rows}) == ENVS
@@ -60,7 +64,7 @@ def test_debug_run_writes_results_and_leaderboard(tmp_path):
     assert all(r["drift"]["mean"] == 0.0 for r in oracle)
     assert all(r["drift"]["mean"] > 0.0 for r in window if r["horizon"] == 40)
     board = (run_dir / "leaderboard.md").read_text()
-    assert "oracle †" in board and "| window |" in board
+    assert "oracle †" in board and "| window ‡ |" in board  # ‡: the env's own parser
     assert (run_dir / "leaderboard.png").stat().st_size > 10_000
     assert "wmkit leaderboard" in proc.stdout
 
@@ -75,9 +79,7 @@ def test_debug_run_writes_results_and_leaderboard(tmp_path):
     ],
 )
 def test_config_mistakes_stop_with_a_clear_error(tmp_path, override, message):
-    proc = _run(
-        "experiment=debug", override, f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path, check=False
-    )
+    proc = _run(*DEBUG, override, f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path, check=False)
     assert proc.returncode != 0
     assert message in proc.stderr + proc.stdout
     assert not (tmp_path / "r" / "results.jsonl").exists()
@@ -85,7 +87,7 @@ def test_config_mistakes_stop_with_a_clear_error(tmp_path, override, message):
 
 def test_killed_run_resumes_without_losing_or_repeating_episodes(tmp_path):
     run_dir = tmp_path / "run"
-    args = [*EVAL, "experiment=debug", f"hydra.run.dir={run_dir}"]
+    args = [*EVAL, *DEBUG, f"hydra.run.dir={run_dir}"]
     proc = subprocess.Popen(
         args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -99,7 +101,7 @@ def test_killed_run_resumes_without_losing_or_repeating_episodes(tmp_path):
     proc.wait()
     before = results.read_bytes().count(b"\n")
     assert 3 <= before < DEBUG_EPISODES, "kill landed outside the run"
-    proc = _run("experiment=debug", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    proc = _run(*DEBUG, f"hydra.run.dir={run_dir}", cwd=tmp_path)
     assert f"resuming: {before} episodes" in proc.stderr
     rows = _rows(run_dir)
     keys = [(r["env"], r["horizon"], r["agent"], r["seed"]) for r in rows]
@@ -195,7 +197,7 @@ def _score(*args, cwd, check=True, env=None):
 
 def test_a_recorded_run_is_rescored_by_wmkit_score_without_replaying(tmp_path):
     run_dir = tmp_path / "run"
-    _run("experiment=debug", *ONE_ENV, "seeds=[0]", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    _run(*DEBUG, *ONE_ENV, "seeds=[0]", f"hydra.run.dir={run_dir}", cwd=tmp_path)
     rows = _rows(run_dir)
     assert len(rows) == 2 * len(AGENTS)  # horizons x agents
     assert len(list((run_dir / "records").glob("*.jsonl.gz"))) == len(rows)
