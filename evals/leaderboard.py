@@ -127,9 +127,11 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[Summary]:
         summary["confusion_steps"] = tuple(
             sum(c.get(f"{part}_steps", 0) for c in confusion) for part in ("action", "event")
         )
-        for key in members[0]["drift"] if members else ():
-            if key.startswith("at_"):
-                summary[f"drift_{key}"] = aggregate([[r["drift"][key] for r in members]])
+        # Drift at step h exists for the episodes that lasted h steps (a won Vault ends early).
+        for key in sorted({k for r in members for k in r["drift"] if k.startswith("at_")}):
+            summary[f"drift_{key}"] = aggregate(
+                [[r["drift"][key] for r in members if key in r["drift"]]]
+            )
         shares = [
             sum(not ok for _, ok, _ in r["probes"]) / len(r["probes"])
             for r in members

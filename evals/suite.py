@@ -75,7 +75,7 @@ class EnvSpec(_Strict):
 TrackerArg = Literal["reader", "memory", "rules"]
 SimulatorArg = Literal["env", "reader", "rules"]
 ValueArg = Literal["checkpoint"]
-PolicyArg = Literal["env"]
+PolicyArg = Literal["env", "env_id"]
 ARTIFACT_ARGS = frozenset({"rules", "checkpoint"})
 """The runtime arguments that are trained artifacts of the episode's env (:class:`Artifacts`)."""
 
@@ -90,7 +90,8 @@ class Needs(_Strict):
     ``memory`` a fresh store per episode (the ``memory`` config), ``env`` the live env,
     ``rules`` the path of the env's distilled ``rules.jsonl`` and ``checkpoint`` that of
     its value network (``value.pt``), both trained by the main job's stages
-    (:class:`Artifacts`).
+    (:class:`Artifacts`), and ``env_id`` the episode's registered env id
+    (``wmkit/Parcel-v0``: public, what a policy that knows several families picks by).
 
     A policy handed the live ``env`` itself (``policy: [env]``) can read the true state
     (the family's scripted solver does): only an ``oracle`` agent may list it.
@@ -100,7 +101,7 @@ class Needs(_Strict):
         simulator: what the policy's ``simulator`` node takes (``env``, ``reader``,
             ``rules``).
         value: what the policy's ``value_fn`` node takes (``checkpoint``).
-        policy: what the policy node itself takes (``env``).
+        policy: what the policy node itself takes (``env``, ``env_id``).
     """
 
     tracker: tuple[TrackerArg, ...] = ()
@@ -185,7 +186,7 @@ class AgentSpec(_Strict):
                     f"`_partial_: true` node that takes them; list only what it takes "
                     f"(needs.{part}=[] when it takes nothing)"
                 )
-        if self.needs.policy and not self.oracle:
+        if "env" in self.needs.policy and not self.oracle:
             raise ValueError(
                 f"needs.policy lists {list(self.needs.policy)}: a policy handed the live env "
                 "can read its true state, so the agent must be marked `oracle: true`"
@@ -324,7 +325,8 @@ def build_agent(
     live ``env``, the env's ``reader``, the env's distilled ``rules``) and passed to the
     policy as ``simulator``; its ``value_fn`` node likewise (the env's value network,
     ``checkpoint``); the policy node itself with its own (the live ``env``, for an
-    oracle); the tracker node with its own (``reader``, ``memory``, ``rules``).
+    oracle; the env's registered ``env_id``); the tracker node with its own
+    (``reader``, ``memory``, ``rules``).
 
     Args:
         name: the agent's name.
@@ -342,6 +344,7 @@ def build_agent(
     trained = artifacts or Artifacts()
     given = {
         "env": env,
+        "env_id": getattr(getattr(env.unwrapped, "spec", None), "id", None),
         "reader": getattr(env.unwrapped, "reader", None),
         "memory": memory,
         "rules": trained.rules,
@@ -367,6 +370,7 @@ _ABSENT = {
     "reader": "a reader and the env has none",
     "memory": "a memory store and none was given",
     "env": "the live env and none was given",
+    "env_id": "the env's registered id and the env has none (not made by gymnasium.make)",
     "rules": "the env's distilled rules and none were trained (wmkit-eval's training stages)",
     "checkpoint": "the env's value network and none was trained (wmkit-eval's training stages)",
 }

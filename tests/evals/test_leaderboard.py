@@ -133,3 +133,15 @@ def test_privileged_parts_follow_from_what_the_config_hands_an_agent():
     assert all(p in PRIVILEGES for spec in agents.values() for p in spec.privileged)
     # Not part of the fingerprint: resuming a run made before it is still allowed.
     assert "privileged" not in agents["window"].model_dump()
+
+
+def test_drift_at_a_step_counts_the_episodes_that_lasted_that_long():
+    # A won Vault episode ends early: it has no drift at steps it never reached.
+    rows = [
+        _row("oracle", 0, drift={"mean": 0.1, "at_10": 0.1, "at_50": 0.3}),
+        _row("oracle", 1, drift={"mean": 0.2, "at_10": 0.2}),
+    ]
+    (oracle,) = summarise(rows)
+    assert oracle["drift_at_10"].n == 2 and oracle["drift_at_10"].mean == pytest.approx(0.15)
+    assert oracle["drift_at_50"].n == 1 and oracle["drift_at_50"].mean == pytest.approx(0.3)
+    assert "drift@50" in render_markdown([oracle])

@@ -1,7 +1,9 @@
 """Command policies: random, greedy, one-step lookahead greedy, the env's scripted solver.
 
 The lookahead greedy policy is the baseline for games; the solver policy is the upper
-bound of a diagnostic family (an oracle); the tree searches are in
+bound of a diagnostic family (an oracle); the greedy and Booking policies are Parcel's
+and Booking's tracked-state policies (the other families' and their dispatch by env id
+are in :mod:`wmkit.agents.tracked`); the tree searches are in
 :mod:`wmkit.agents.mcts` and :mod:`wmkit.agents.self_correcting`.
 """
 
@@ -46,7 +48,8 @@ class GreedyPolicy:
     An open request is a subject whose ``requested_address`` differs from its
     ``address``; the policy sends ``reroute <id> to <address>`` when the env admits it.
     Its success therefore depends on what the tracker remembers: with the oracle
-    tracker it is the scripted solver's upper bound.
+    tracker it is the scripted solver's upper bound. It is Parcel's tracked-state policy
+    (:class:`~wmkit.agents.tracked.TrackedPolicy` plays it there).
 
     Args:
         fallback: command sent when nothing is to be done.
