@@ -5,7 +5,9 @@ are split (``held_out`` of them, by ``split_seed``), rules are distilled from th
 (``distiller=counting|llm``) and written to ``<out>/<env_name>/rules.jsonl``, and the
 held-out transitions score them: predicted vs true delta, split action-driven /
 event-driven, once with the observation (a tracker's case) and once without (a
-simulator's). ``<out>/report.json`` holds every number; the table is printed.
+simulator's), and the rewards the rule set's reward model predicts (``rewards``:
+its groups, the mean squared error beside predicting 0, the share of nonzero rewards
+whose sign it gets right). ``<out>/report.json`` holds every number; the table is printed.
 
 Examples:
     wmkit-distill data_dirs=[data/vault]
@@ -16,6 +18,7 @@ Examples:
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -37,6 +40,7 @@ from wmkit.trainers.distill import (
     split_episodes,
     transitions_from_dataset,
 )
+from wmkit.trainers.rewards import reward_error
 
 __all__ = ["DistillConfig", "distill", "main", "run", "table"]
 
@@ -151,6 +155,7 @@ def distill(config: DistillConfig, out_dir: str | Path, *, console: Console) -> 
             },
             "fit_s": round(fit_s, 3),
             **{k: v.as_dict() for k, v in scores.items()},
+            "rewards": {"groups": len(rules.rewards), **_clean(reward_error(rules, test))},
         }
         if isinstance(distiller, CountingDistiller):
             entry["timings"] = {k: round(v, 4) for k, v in distiller.timings.items()}
@@ -166,6 +171,14 @@ def distill(config: DistillConfig, out_dir: str | Path, *, console: Console) -> 
     out.mkdir(parents=True, exist_ok=True)
     (out / REPORT_FILE).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     return report
+
+
+def _clean(numbers: dict[str, float | int]) -> dict[str, float | int | None]:
+    """JSON-ready numbers: NaN as None, floats rounded to 6 places."""
+    return {
+        k: None if isinstance(v, float) and math.isnan(v) else round(v, 6)
+        for k, v in numbers.items()
+    }
 
 
 def _cell(value: float | None) -> str:

@@ -75,7 +75,7 @@ _CODE = {
     "collect": ("wmkit", "wmkit.envs", "wmkit.evals.runner", "wmkit.evals.suite",
                 "wmkit.evals.isolation", "wmkit.scripts.collect"),
     "distill": ("wmkit.knowledge", "wmkit.llm", "wmkit.world", "wmkit.trainers.distill",
-                "wmkit.trainers.types", "wmkit.scripts.distill"),
+                "wmkit.trainers.rewards", "wmkit.trainers.types", "wmkit.scripts.distill"),
     "train_value": ("wmkit.knowledge.recording", "wmkit.search.value_net",
                     "wmkit.trainers.value", "wmkit.trainers.distill"),
 }  # fmt: skip

@@ -1,6 +1,8 @@
 """Rule distillers: logged transitions in, a :class:`~wmkit.knowledge.rules.RuleSet` out.
 
-Two distillers share one interface, ``fit(transitions) -> RuleSet``:
+Two distillers share one interface, ``fit(transitions) -> RuleSet``; both give the rule
+set its reward model, counted from the same reading of the commands and the logged
+rewards (:func:`~wmkit.trainers.rewards.count_rewards`):
 
 * :class:`CountingDistiller` reads every transition into templates and slots (the
   reading of :mod:`wmkit.knowledge.rules`) and interned integer keys, counts with
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from wmkit.knowledge.delta import ValidatedDelta, validate_delta
+from wmkit.knowledge.rewards import RewardModel
 from wmkit.knowledge.rules import (
     SELF_IDS,
     Atom,
@@ -63,6 +66,7 @@ from wmkit.llm.errors import LLMError
 from wmkit.llm.prompts import DISTILL_SYSTEM, distill_user
 from wmkit.llm.structured import ask_structured
 from wmkit.llm.types import ChatModel
+from wmkit.trainers.rewards import count_rewards
 from wmkit.trainers.types import DeltaAccuracy, Distiller, PartScore, Transition
 from wmkit.world.delta_score import DeltaTally
 from wmkit.world.types import Delta, Fact, WorldState
@@ -85,11 +89,16 @@ __all__ = [
 ]
 
 _NUMBER_CHARS = frozenset("0123456789+-.,")
+# How the LLM distiller reads commands for its reward model: CountingDistiller's defaults.
+_REWARD_FEATURES = 24
+_REWARD_CONDITIONS = 2
 
 
 # --- transitions from recorded data -----------------------------------------------------
 
-_COLUMNS = ["env", "episode", "step", "observation", "action", "true_facts", "true_delta"]
+_COLUMNS = [
+    "env", "episode", "step", "observation", "action", "reward", "true_facts", "true_delta",
+]  # fmt: skip
 
 
 def _delta(part: Mapping[str, Any]) -> Delta:
@@ -137,7 +146,7 @@ def transitions_from_rows(
             delta = row["true_delta"]
             yield Transition(
                 row["env"], episode, step, prev[2], row["action"], row["observation"],
-                _delta(delta["action"]), _delta(delta["event"]), after,
+                _delta(delta["action"]), _delta(delta["event"]), after, float(row["reward"]),
             )  # fmt: skip
         prev = (episode, step, after)
 
@@ -399,6 +408,25 @@ class _Reader:
                 self.styles.setdefault(kind, Counter())[form] += 1
 
 
+def _reward_model(
+    reader: _Reader,
+    examples: Sequence[_Example],
+    transitions: Sequence[Transition],
+    *,
+    min_support: int,
+    max_conditions: int,
+) -> RewardModel:
+    """What commands earn: each command step's template, signature and reward counted.
+
+    ``examples`` are ``reader``'s reading of ``transitions``, one each, in order.
+    """
+    keys = {i: k for k, i in reader.keys.items()}
+    readings = (
+        (*keys[e.key], t.reward) for e, t in zip(examples, transitions, strict=True) if e.key >= 0
+    )
+    return count_rewards(readings, min_support=min_support, max_conditions=max_conditions)
+
+
 def _common(forms: Counter[str], share: float = 0.05) -> tuple[str, ...]:
     """Forms of a type seen in at least ``share`` of its mentions, most frequent first."""
     total = sum(forms.values())
@@ -563,7 +591,8 @@ class CountingDistiller:
 
     Attributes:
         timings: seconds spent per phase of the last ``fit`` (``lexicon``, ``read``,
-            ``count``, ``induce``) and the transitions it read.
+            ``count``, ``induce``, ``rewards``: the reward model) and the transitions it
+            read.
     """
 
     min_support: int = 3
@@ -617,12 +646,17 @@ class CountingDistiller:
         t3 = time.perf_counter()
         rules = self._induce(reader, counts)
         t4 = time.perf_counter()
+        rewards = _reward_model(
+            reader, examples, transitions,
+            min_support=self.min_support, max_conditions=self.max_conditions,
+        )  # fmt: skip
         self.timings = {
             "transitions": len(transitions),
             "lexicon": t1 - start,
             "read": t2 - t1,
             "count": t3 - t2,
             "induce": t4 - t3,
+            "rewards": time.perf_counter() - t4,
         }
         styles = {k: _common(c) for k, c in reader.styles.items()}
         envs = sorted({t.env for t in transitions})
@@ -638,7 +672,7 @@ class CountingDistiller:
                 "open_values": self.open_values,
             },
         }
-        return RuleSet(rules, lexicon._replace(styles=styles), meta=meta)
+        return RuleSet(rules, lexicon._replace(styles=styles), meta=meta, rewards=rewards)
 
     def _induce(self, reader: _Reader, counts: _Counts) -> list[Rule]:
         atoms = {i: a for a, i in reader.atoms.items()}
@@ -951,6 +985,12 @@ class LLMDistiller:
                 proposed.setdefault(key, rule)
         stats.proposed = len(proposed)
         lexicon = learn_lexicon(transitions)
+        # What commands earn is counted from the data whatever proposed the rules.
+        reader = _Reader(lexicon, _REWARD_FEATURES)
+        rewards = _reward_model(
+            reader, reader.read(transitions), transitions,
+            min_support=self.min_support, max_conditions=_REWARD_CONDITIONS,
+        )  # fmt: skip
         rules = list(proposed.values())
         if self.calibrate:
             rules = self._calibrated(rules, lexicon, transitions)
@@ -966,7 +1006,7 @@ class LLMDistiller:
                 "calibrate": self.calibrate,
             },
         }
-        return RuleSet(rules, lexicon, meta=meta)
+        return RuleSet(rules, lexicon, meta=meta, rewards=rewards)
 
     def _calibrated(
         self, rules: list[Rule], lexicon: Lexicon, transitions: Sequence[Transition]

@@ -34,6 +34,7 @@ class Transition(NamedTuple):
         action_delta: the true change caused by the command.
         event_delta: the true change caused by the env itself (timers, mechanisms).
         after: the true state after the step.
+        reward: the env's reward for the step (0 at the reset).
     """
 
     env: str
@@ -45,6 +46,7 @@ class Transition(NamedTuple):
     action_delta: Delta
     event_delta: Delta
     after: WorldState
+    reward: float = 0.0
 
 
 class Distiller(Protocol):

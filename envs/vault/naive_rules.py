@@ -190,12 +190,14 @@ class NaiveVaultRules:
                 out.append(f"read {_name(s)}")
         return tuple(sorted(set(out)))
 
-    def reward(self, before: WorldState, after: WorldState, token: RulesToken) -> float:
+    def reward(
+        self, before: WorldState, action: str, after: WorldState, token: RulesToken
+    ) -> float:
         """Predicted reward of a step: doors opened, rooms entered, things found, treasure.
 
         +1 per door newly open, +0.5 per room first entered, +0.25 per thing first taken
         or code first read, +10 for a treasure held; "newly" and "first": not in
-        ``token.seen``.
+        ``token.seen``. The command itself is not read: the change tells.
         """
         reward = 0.0
         for x in seen_marks(after) - seen_marks(before) - token.seen:

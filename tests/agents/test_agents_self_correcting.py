@@ -38,7 +38,7 @@ class NaiveDoor:
     def actions(self, state):
         return ("lift latch", "open door", "wait")
 
-    def reward(self, before, after, token):
+    def reward(self, before, action, after, token):
         return float(after.value("door", "state") == "open")
 
     def terminal(self, state):
@@ -161,18 +161,18 @@ def test_golden_trace_penalty_curiosity_backtrack_to_sibling():
 
 
 def test_loop_penalty_charges_imagined_returns_to_visited_states():
+    up = WorldState([Fact("door", "state", "closed"), Fact("door", "latch", "up")])
     policy = _policy(loop_penalty=0.25)
     policy.reset(np.random.default_rng(0))
     info = {"admissible_actions": ["lift latch", "open door", "wait"]}
+    policy.act("", info, up)  # the latch-up state is visited once
     policy.act("", info, CLOSED)
     tree = policy.last.tree
-    # "wait" leads back to the state the episode is in (visited once): -0.25.
-    assert tree.reward[tree.child(tree.root, "wait")] == pytest.approx(-0.25)
-    assert tree.reward[tree.child(tree.root, "lift latch")] == 0.0
-    policy.act("", info, CLOSED)  # the same state again: visited twice now
-    # The failed "open door" predicted the state it left: it carries the loop penalty.
-    assert policy.trace[0].loop_penalty == 0.0
-    assert policy._visits[CLOSED] == 2
+    # "lift latch" leads into the state the episode has been in: -0.25.
+    assert tree.reward[tree.child(tree.root, "lift latch")] == pytest.approx(-0.25)
+    # "wait" stays where it is: no loop, a no-op the search prunes.
+    assert "wait" in tree.node(tree.root).pruned
+    assert policy._visits[up] == policy._visits[CLOSED] == 1
 
 
 def test_plain_mcts_over_the_same_rules_never_corrects():

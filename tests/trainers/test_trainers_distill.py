@@ -208,7 +208,8 @@ def test_held_out_accuracy_on_parcel(parcel_episodes):
     train, test = split_episodes(parcel_episodes, 0.25)
     distiller = CountingDistiller()
     rules = distiller.fit(train)
-    assert set(distiller.timings) == {"transitions", "lexicon", "read", "count", "induce"}
+    phases = {"transitions", "lexicon", "read", "count", "induce", "rewards"}
+    assert set(distiller.timings) == phases
     with_text = evaluate(rules, test)
     assert with_text.transitions == sum(t.action is not None for t in test)
     assert with_text.action.changed > 10 and with_text.event.changed > 10

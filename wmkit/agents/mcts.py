@@ -18,7 +18,7 @@ import numpy as np
 
 from wmkit.search.search import as_budget, search, ucb1
 from wmkit.search.simulators import admissible_proposal
-from wmkit.search.tree import Tree
+from wmkit.search.tree import PRUNED, Tree
 from wmkit.search.types import (
     Budget,
     EpisodeSimulator,
@@ -31,9 +31,54 @@ from wmkit.search.types import (
     ValueFn,
 )
 from wmkit.search.values import HeuristicValue, reset_value, visit_value
-from wmkit.world.types import WorldState
+from wmkit.world.types import Delta, WorldState
 
-__all__ = ["MCTSPolicy"]
+__all__ = ["MCTSPolicy", "stand_still"]
+
+
+def stand_still(
+    tree: Tree, action: str, simulator: Simulator
+) -> tuple[str, int | None, Delta | None] | None:
+    """Where ``action`` is predicted worse than staying put, the root action that stays.
+
+    Staying put is a choice the search does not rank: an action that leaves the state
+    as it is with no reward is pruned at the root (a no-op: nothing to search below
+    it), and one that keeps the state with a reward of its own (a wait the world's
+    events once penalised) shares the root's statistics, which every action explored
+    from there drags about. So the comparison is one step deep, on the value
+    function's estimates: ``action``'s reward plus the discounted estimate of its state
+    (less any penalty) against each stay's reward plus the discounted estimate of the
+    root. The best stay is returned when it is higher: ``(action, its node or None for
+    a pruned no-op, its predicted delta)``; else None. A pruned action is stepped again
+    to check it is a no-op (the tree does not say why an action was pruned): the
+    caller steps inside the simulator's ``preserve``.
+    """
+    root = tree.root
+    kids = tree.children[root] or {}
+    node = kids.get(action)
+    slot = tree.slot[root]
+    if node is None or node == PRUNED or tree.slot[node] == slot:
+        return None
+    discount, estimate = tree.discount, tree.slot_estimate
+    stay_value = discount * estimate[slot]
+    bar = tree.reward[node] + discount * estimate[tree.slot[node]] - tree.penalty[node]
+    best: tuple[str, int | None, Delta | None] | None = None
+    for a in tree.slot_actions[slot]:
+        c = kids.get(a)
+        if c is None:
+            continue
+        if c == PRUNED:
+            t = simulator.step(tree.token[root], a)
+            if t.key is None or t.key != tree.slot_key[slot] or t.reward:
+                continue
+            value, found = stay_value, (a, None, t.delta)
+        elif tree.slot[c] == slot:
+            value, found = tree.reward[c] + stay_value - tree.penalty[c], (a, c, tree.delta[c])
+        else:
+            continue
+        if value > bar:
+            bar, best = value, found
+    return best
 
 
 class MCTSPolicy:
@@ -42,9 +87,11 @@ class MCTSPolicy:
     Each :meth:`act` makes the root from the real state (:meth:`EpisodeSimulator.root`),
     searches inside :meth:`EpisodeSimulator.preserve` (a live env is restored, so the
     real episode goes on exactly as if no search had run) and returns the root's most
-    visited action. With ``reuse_tree`` the subtree under the action taken is kept for
-    the next step when the observation that step produced is the one the tree
-    predicted (never, with a rule model: it predicts no text).
+    visited action, or the action that stays put when that one is predicted worse than
+    staying (:func:`stand_still`). With ``reuse_tree`` the subtree under the
+    action taken is kept for the next step when the observation and the state that step
+    produced are the ones the tree predicted (a rule model's prediction came true and
+    the text did not change).
 
     Args:
         simulator: what the search steps (``configs/simulator/``); its transposition key
@@ -139,8 +186,14 @@ class MCTSPolicy:
         root: Transition | Tree = self.root(observation, info, tracked)
         kept, node = self._tree, self._next
         self._tree = self._next = None
-        if kept is not None and node is not None and kept.observation[node] == observation:
-            # The tree foresaw this very observation: keep what it learned below it.
+        if (
+            kept is not None
+            and node is not None
+            and kept.observation[node] == observation
+            and kept.slot_key[kept.slot[node]] in (None, root.key)
+        ):
+            # The tree foresaw this very observation (and state, where the simulator
+            # keys them): keep what it learned below it.
             kept.reroot(node)
             kept.replace_root_record(root)
             root = kept
@@ -150,7 +203,12 @@ class MCTSPolicy:
                 "MCTSPolicy found no action to take: the proposer offered none here "
                 f"(admissible_actions={list(info.get('admissible_actions', []))[:5]})"
             )
-        if self.reuse_tree:
-            self._tree, self._next = out.tree, out.tree.child(out.tree.root, out.action)
+        action = out.action
+        with self.simulator.preserve():
+            stay = stand_still(out.tree, action, self.simulator)
+        if stay is not None:  # predicted worse than staying put: stay
+            action = stay[0]
+        if self.reuse_tree and stay is None:
+            self._tree, self._next = out.tree, out.tree.child(out.tree.root, action)
         self.step += 1
-        return out.action
+        return action

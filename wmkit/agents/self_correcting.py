@@ -22,8 +22,11 @@ after (what its reader saw, never ground truth). On a mismatch it
 
 A loop penalty (``loop_penalty`` times the real visits of a state) is taken off the
 reward of every imagined step into a state the episode has already been in, so the
-search stops walking in circles. Every verified step leaves a :class:`TraceRecord` in
-:attr:`SelfCorrectingPolicy.trace` (JSON-ready through :meth:`TraceRecord.model_dump`).
+search stops walking in circles; a step predicted to change nothing is no loop (it
+stays put). When the action the search found is predicted worse than staying put, the
+policy stays (:func:`~wmkit.agents.mcts.stand_still`). Every verified step leaves a
+:class:`TraceRecord` in :attr:`SelfCorrectingPolicy.trace` (JSON-ready through
+:meth:`TraceRecord.model_dump`).
 
 The baseline self-correction is measured against is the plain
 :class:`~wmkit.agents.mcts.MCTSPolicy` over the same simulator (``mcts_rules``).
@@ -39,7 +42,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from wmkit.agents.mcts import MCTSPolicy
+from wmkit.agents.mcts import MCTSPolicy, stand_still
 from wmkit.knowledge.scenes import format_curiosity
 from wmkit.knowledge.types import Curiosity
 from wmkit.search.rules_sim import UNKNOWN
@@ -144,7 +147,11 @@ def compare(
 
 
 class _LoopPenalised:
-    """A simulator whose steps into states the episode has visited cost extra reward."""
+    """A simulator whose steps into states the episode has visited cost extra reward.
+
+    A step predicted to change nothing (an empty predicted delta) stays where it is:
+    that is no loop, and it is left as it is for the search to prune as a no-op.
+    """
 
     __slots__ = ("penalty", "sim", "visits")
 
@@ -153,6 +160,8 @@ class _LoopPenalised:
 
     def step(self, token: Any, action: str) -> Transition:
         t = self.sim.step(token, action)
+        if t.delta is not None and not t.delta.added and not t.delta.removed:
+            return t
         seen = self.visits.get(_loop_key(t), 0) if self.penalty else 0
         return t._replace(reward=t.reward - self.penalty * seen) if seen else t
 
@@ -304,13 +313,20 @@ class SelfCorrectingPolicy:
                 -order.get(a, 0),
             ),
         )
+        with self.simulator.preserve():
+            stay = stand_still(tree, action, self.simulator)
+        node: int | None = kids[action]
+        predicted = tree.delta[node]
+        if stay is not None:  # predicted worse than staying put: stay
+            action, node, predicted = stay
+        loop = 0.0
+        if node is not None:
+            loop = self.loop_penalty * self._visits.get(_loop_key(_transition_of(tree, node)), 0)
         if record is not None:
             if record.backtrack is not None:
                 record = record.model_copy(update={"next_action": action})
             self.trace.append(record)
-        node = kids[action]
-        loop = self.loop_penalty * self._visits.get(_loop_key(_transition_of(tree, node)), 0)
-        self._pending = _Pending(mcts.step, action, tracked, tree, node, tree.delta[node], loop)
+        self._pending = _Pending(mcts.step, action, tracked, tree, node, predicted, loop)
         self._remember(tracked, tree)
         mcts.step += 1
         return action

@@ -51,7 +51,9 @@ A :class:`RuleSet` keeps the rules and the :class:`Lexicon` they were read with;
 ``predict(state, action, observation)`` returns the predicted :class:`Delta`
 (``predict_split`` splits it into action- and event-driven parts). It is saved as
 JSONL: a header row (format, lexicon, provenance) then one row per rule, both
-validated with pydantic on load. ``to_knowledge_delta`` exports the rules as the
+validated with pydantic on load. A rule set also carries what commands earn, its
+:class:`~wmkit.knowledge.rewards.RewardModel` (``estimate_reward``; its groups are
+rows of the same file). ``to_knowledge_delta`` exports the rules as the
 ``rules`` part of a :class:`~wmkit.knowledge.delta.KnowledgeDelta` (condition and
 action as text in the syntax :func:`rule_text` writes and :func:`parse_rule_text`
 reads), for merging into a world graph.
@@ -75,6 +77,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wmkit.knowledge.delta import DeltaEntity, DeltaRule, KnowledgeDelta
+from wmkit.knowledge.rewards import RewardEstimate, RewardModel
 from wmkit.world.types import Delta, Fact, WorldState
 
 __all__ = [
@@ -624,6 +627,18 @@ class _Header(BaseModel):
     multi_relations: list[str] = []
     styles: dict[str, list[str]] = {}
     meta: dict[str, Any] = {}
+    rewards: int = Field(default=0, ge=0)
+
+
+class _RewardRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: Literal["reward"]
+    template: str = Field(min_length=1)
+    conditions: list[tuple[str, str, str]] = []
+    support: int = Field(ge=1)
+    mean: float = Field(allow_inf_nan=False)
+    sd: float = Field(ge=0.0, allow_inf_nan=False)
 
 
 class _RuleRow(BaseModel):
@@ -733,6 +748,8 @@ class RuleSet:
         min_confidence: observation rules below it are not used; command rules are
             used whatever their confidence (the distiller keeps only confident ones).
         meta: provenance kept in the header (env, distiller settings...).
+        rewards: what commands earn (:class:`~wmkit.knowledge.rewards.RewardModel`,
+            learned with the rules; empty: every command is neutral).
 
     ``predict`` is pure and cheap: rules are indexed by template, and what a state
     offers (its surface forms and facts by subject) is built once per state and kept
@@ -743,6 +760,7 @@ class RuleSet:
     lexicon: Lexicon = field(default_factory=Lexicon)
     min_confidence: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+    rewards: RewardModel = field(default_factory=RewardModel)
 
     def __post_init__(self) -> None:
         self.rules = tuple(self.rules)
@@ -760,9 +778,11 @@ class RuleSet:
         # A command's first word anchors its regex ("take {key}"); a sentence needs two.
         self._command_regex = _Templates(self._command, 1)
         self._observation_regex = _Templates(self._observation, _MIN_WORDS)
+        self._reward_regex = _Templates(self.rewards.templates, 1)
         self._open = literal_surfaces(self.lexicon.open_literals)
         self._literals = literal_surfaces(self.lexicon.literals)
         self._indexes: OrderedDict[WorldState, StateIndex] = OrderedDict()
+        self._rewards: dict[tuple[WorldState, str], RewardEstimate] = {}
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -836,14 +856,20 @@ class RuleSet:
         if observation:
             for sentence in sentences(observation):
                 toks = tokenize(sentence)
-                for template, values in self._read(index, toks, self._literals, self._observation):
+                read = self._read(
+                    index, toks, self._literals, self._observation, self._observation_regex
+                )
+                for template, values in read:
                     for rule in self._observation[template]:
                         atom = self._bind(rule.atom, values, index)
                         if atom is not None:
                             found.append((rule, atom))
         if action:
             static = self.lexicon.static_relations
-            for template, values in self._read(index, tokenize(action), self._open, self._command):
+            toks = tokenize(action)
+            for template, values in self._read(
+                index, toks, self._open, self._command, self._command_regex
+            ):
                 have = features(index.by_subject, list(values.items()), static)
                 for group in self._command[template].values():
                     for rule in group:
@@ -853,13 +879,21 @@ class RuleSet:
         return found
 
     def _read(
-        self, index: StateIndex, tokens: Sequence[str], literals: Surfaces, rules: Mapping
+        self,
+        index: StateIndex,
+        tokens: Sequence[str],
+        literals: Surfaces,
+        rules: Mapping,
+        regex: _Templates,
     ) -> list[tuple[str, dict[str, str]]]:
-        """The templates of ``rules`` that ``tokens`` matches, each with its slot values."""
+        """The templates of ``rules`` that ``tokens`` matches, each with its slot values.
+
+        The exact template first; else those of ``regex`` (``rules``' templates) that
+        match the text, each captured span read as an entity or a value.
+        """
         read = abstract(tokens, index.surfaces, literals)
         if read.template in rules:
             return [(read.template, dict(read.slots))]
-        regex = self._command_regex if rules is self._command else self._observation_regex
         found = []
         for template, captured in regex.match(" ".join(tokens)):
             values = {}
@@ -937,7 +971,8 @@ class RuleSet:
 
     def _observe(self, index: StateIndex, tokens: Sequence[str]) -> list[Atom]:
         atoms = []
-        for template, values in self._read(index, tokens, self._literals, self._observation):
+        read = self._read(index, tokens, self._literals, self._observation, self._observation_regex)
+        for template, values in read:
             for rule in self._observation[template]:
                 atom = self._bind(rule.atom, values, index)
                 if atom is not None:
@@ -947,7 +982,9 @@ class RuleSet:
     def _command_atoms(self, index: StateIndex, tokens: Sequence[str]) -> list[Atom]:
         atoms = []
         static = self.lexicon.static_relations
-        for template, values in self._read(index, tokens, self._open, self._command):
+        for template, values in self._read(
+            index, tokens, self._open, self._command, self._command_regex
+        ):
             have = features(index.by_subject, list(values.items()), static)
             for group in self._command[template].values():
                 for rule in group:
@@ -959,10 +996,54 @@ class RuleSet:
                         break
         return atoms
 
+    def estimate_reward(self, state: WorldState, action: str | None) -> RewardEstimate:
+        """What ``action`` sent in ``state`` earns, by the reward model, and its support.
+
+        The command is read as command rules read it (its template, the
+        preconditions the state offers its slots); a command the model has never seen
+        is neutral (0, support 0).
+        """
+        if not action or not len(self.rewards):
+            return RewardEstimate()
+        found = self._rewards.get((state, action))
+        if found is not None:
+            return found
+        index = self.index(state)
+        static = self.lexicon.static_relations
+        found = RewardEstimate()
+        for template, values in self._read(
+            index, tokenize(action), self._open, self.rewards.templates, self._reward_regex
+        ):
+            found = self.rewards.estimate(
+                template, features(index.by_subject, list(values.items()), static)
+            )
+            break
+        if len(self._rewards) >= _CACHE * 8:
+            self._rewards.clear()
+        self._rewards[(state, action)] = found
+        return found
+
+    def reward(
+        self, state: WorldState, action: str | None, after: WorldState | None = None,
+        token: Any = None,
+    ) -> float:  # fmt: skip
+        """The predicted reward of a step (the rules simulator's hook).
+
+        The reward model's estimate, cautious (:attr:`RewardEstimate.cautious`: the
+        mean less one standard error), so a search does not gamble on a command whose
+        logged rewards went either way. ``after`` and ``token`` are not read: what a
+        command earns is learned from the state it was sent in.
+        """
+        return self.estimate_reward(state, action).cautious
+
     # --- storage -----------------------------------------------------------------------
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the rules as JSONL (header row, then rules sorted by id); return the path."""
+        """Write the rules as JSONL; return the path.
+
+        A header row, then the rules sorted by template and id, then the reward
+        model's groups (rows with ``"source": "reward"``).
+        """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         lex = self.lexicon
@@ -981,8 +1062,10 @@ class RuleSet:
             meta={
                 k: v for k, v in self.meta.items() if k not in ("env", "distiller", "transitions")
             },
+            rewards=len(self.rewards),
         )
         rows = sorted((_row(r) for r in self.rules), key=lambda r: (r["template"], r["id"]))
+        rows += self.rewards.rows()
         tmp = path.with_name(path.name + ".tmp")
         with tmp.open("w", encoding="utf-8") as f:
             f.write(header.model_dump_json() + "\n")
@@ -1009,13 +1092,17 @@ class RuleSet:
             header = _Header.model_validate_json(lines[0])
         except ValidationError as err:
             raise RulesError(f"{path}:1: not a {RULES_FORMAT} header: {err}") from None
-        rules = []
+        rules, rewards = [], []
         for number, line in enumerate(lines[1:], start=2):
             if not line.strip():
                 continue
             try:
-                rules.append(_from_row(_RuleRow.model_validate_json(line)))
-            except ValidationError as err:
+                row = json.loads(line)
+                if isinstance(row, dict) and row.get("source") == "reward":
+                    rewards.append(_RewardRow.model_validate(row).model_dump())
+                else:
+                    rules.append(_from_row(_RuleRow.model_validate(row)))
+            except (ValueError, ValidationError) as err:  # JSONDecodeError is a ValueError
                 raise RulesError(f"{path}:{number}: not a rule row: {err}") from None
         lexicon = Lexicon(
             frozenset(header.literals),
@@ -1031,7 +1118,11 @@ class RuleSet:
             "distiller": header.distiller,
             "transitions": header.transitions,
         }
-        return cls(rules, lexicon, min_confidence=min_confidence, meta=meta)
+        try:
+            model = RewardModel.from_rows(rewards)
+        except ValueError as err:
+            raise RulesError(f"{path}: the reward rows do not form a model: {err}") from None
+        return cls(rules, lexicon, min_confidence=min_confidence, meta=meta, rewards=model)
 
     def to_knowledge_delta(self) -> KnowledgeDelta:
         """The rules as the ``rules`` part of a knowledge delta (seed 001 format).

@@ -22,8 +22,9 @@ class Predictor(Protocol):
     """Predicts the change of one step from the state before it (a ``RuleSet``).
 
     A predictor may also offer ``actions(state)`` (the commands worth trying),
-    ``reward(before, after, token)`` and ``terminal(state)``; the ``rules`` simulator
-    uses them when they are there.
+    ``reward(before, action, after, token)`` (what the step earns; a ``RuleSet``'s
+    reward model) and ``terminal(state)``; the ``rules`` simulator uses them when they
+    are there.
     """
 
     def predict(

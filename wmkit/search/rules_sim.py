@@ -6,9 +6,22 @@ score so far) with a :class:`Predictor`: anything with
 ``predict(state, action, observation=None) -> Delta``, the interface of the distiller's
 :class:`~wmkit.knowledge.rules.RuleSet` (``RulesSimulator.load(path)`` reads one). A
 predictor may also offer ``actions(state)`` (the commands worth trying in an imagined
-state), ``reward(before, after, token)`` and ``terminal(state)``; without them the
-simulator proposes the root's admissible actions everywhere, predicts no reward and
-never ends.
+state), ``reward(before, action, after, token)`` and ``terminal(state)``; without them
+the simulator proposes the root's admissible actions everywhere, predicts no reward and
+never ends. A distilled ``RuleSet`` predicts rewards with the reward model learned with
+its rules (:mod:`wmkit.knowledge.rewards`): what the command earned in the logged
+steps whose state offered the same preconditions, so the search sees a penalised
+command coming.
+
+A rule model predicts facts, not text: an imagined state is described to a value
+function as the root was, by the last real observation and the real score (its
+``info["score"]``; the rewards predicted on the way are the search's to add, and the
+token's ``score`` keeps their sum). A value function that reads what the agent sees
+then values the imagined states of one search alike, and what tells them apart is
+what the model does predict: the facts, the rewards and what ends the episode. It
+never reads a made-up line, nor a score that rewards it predicted itself (a learned
+value takes a high score for a late step, with little left to earn, and would pay a
+predicted penalty back).
 
 The simulator is a world model that can be wrong, so it learns within an episode:
 :meth:`RulesSimulator.correct` records what a step really did as an *exception* for
@@ -23,7 +36,7 @@ A hand-written predictor lives with its family: ``wmkit.envs.vault.naive_rules.N
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -31,7 +44,7 @@ from typing import Any, NamedTuple
 from wmkit.knowledge.rules import RuleSet, StateIndex, abstract, features, tokenize
 from wmkit.knowledge.types import Predictor
 from wmkit.search.types import Transition
-from wmkit.world.types import Delta, WorldState
+from wmkit.world.types import Delta, Fact, WorldState
 
 __all__ = [
     "UNKNOWN",
@@ -68,20 +81,32 @@ def apply_delta(state: WorldState, delta: Delta) -> WorldState:
     return WorldState((state.facts - set(delta.removed)) | set(delta.added))
 
 
+_MEMO = 50_000  # predictions kept by (state, command), then started over
+
 UNKNOWN = "?"
 """The object of a predicted fact whose value the model cannot know (a note's code
 before reading it): it matches any observed object of the same subject and relation."""
 
 
-def seen_marks(state: WorldState) -> frozenset[str]:
+def seen_marks(facts: Iterable[Fact]) -> frozenset[str]:
     """What earns a reward once: open doors, the player's room, carried things, codes.
 
-    Marks are ``<door>#open``, room ids, ``<thing>#held`` and ``<note>#code``.
+    Marks are ``<door>#open``, room ids, ``<thing>#held`` and ``<note>#code``, read off
+    ``facts`` (a state, or the facts a step adds) in one pass.
     """
-    found = {f"{s}#open" for s, r, o in state if r == "state" and o == "open"}
-    found.update(state.objects("player", "at"))
-    found.update(f"{s}#held" for s, r, o in state if r == "in" and o == "player")
-    found.update(f"{s}#code" for s, r, _ in state if r == "code")
+    found = set()
+    for s, r, o in facts:
+        if r == "state":
+            if o == "open":
+                found.add(f"{s}#open")
+        elif r == "at":
+            if s == "player":
+                found.add(o)
+        elif r == "in":
+            if o == "player":
+                found.add(f"{s}#held")
+        elif r == "code":
+            found.add(f"{s}#code")
     return frozenset(found)
 
 
@@ -93,9 +118,10 @@ class RulesSimulator:
     for the reward, whether the state ends the episode and the actions to try next.
     The transposition key is the predicted fact set: two paths that predict the same
     facts reach the same state. The transition's ``info`` carries
-    ``admissible_actions`` (the proposal), ``score`` and ``max_score``, so
-    :func:`~wmkit.search.simulators.admissible_proposal` and
-    :class:`~wmkit.search.values.HeuristicValue` work unchanged.
+    ``admissible_actions`` (the proposal), ``score`` (the real one, at the root) and
+    ``max_score``, so :func:`~wmkit.search.simulators.admissible_proposal` and
+    :class:`~wmkit.search.values.HeuristicValue` work unchanged; its observation is the
+    root's.
 
     Args:
         rules: the predictor (a ``RuleSet``, ``wmkit.envs.vault.naive_rules.NaiveVaultRules``, ...),
@@ -141,12 +167,20 @@ class RulesSimulator:
             rules, "actions", None
         )
         self._reward_fn = getattr(rules, "reward", None)
+        # A rule set keeps the reading of the states it saw: share it.
+        self._index: Callable[[WorldState], StateIndex] = getattr(rules, "index", StateIndex)
         self._terminal_fn = getattr(rules, "terminal", None)
         self.corrections: dict[tuple[Hashable, str], Delta] = {}
         self.hits = 0
+        # Predictions by (state, command): a search steps the same commands from the
+        # same states again and again (every no-op of every real step whose facts stood
+        # still); a correction changes predictions, so it empties this.
+        self._predicted: dict[tuple[WorldState, str], Delta] = {}
         self.seen: set[str] = set()
         self._root_actions: tuple[str, ...] = ()
         self._max_score = 0.0
+        self._observation = ""
+        self._score = 0.0
 
     @classmethod
     def load(cls, path: str | Path, *, min_confidence: float = 0.0) -> RulesSimulator:
@@ -156,6 +190,7 @@ class RulesSimulator:
     def reset(self) -> None:
         """Forget the episode: exceptions, what was seen, the root's actions."""
         self.corrections.clear()
+        self._predicted.clear()
         self.seen.clear()
         self.hits = 0
         self._root_actions = ()
@@ -188,8 +223,10 @@ class RulesSimulator:
             mine = tuple(a for a in self._actions_fn(tracked) if a in allowed)
             self._root_actions = mine or admissible
         self._max_score = float(info.get("max_score", 0) or 0)
+        self._observation = observation
+        self._score = float(info.get("score", 0) or 0)
         self.seen |= seen_marks(tracked)
-        token = RulesToken(tracked, step, float(info.get("score", 0) or 0), frozenset(self.seen))
+        token = RulesToken(tracked, step, self._score, frozenset(self.seen))
         return Transition(
             token,
             observation,
@@ -212,7 +249,7 @@ class RulesSimulator:
         the player, read as the distiller reads preconditions; facts of other entities
         do not matter to the command.
         """
-        index = StateIndex(state)
+        index = self._index(state)
         slots = abstract(tokenize(action), index.surfaces).slots
         return features(index.by_subject, list(slots), self.static_relations)
 
@@ -244,23 +281,29 @@ class RulesSimulator:
             tuple(f for f in observed.removed if f.subject in named),
         )
         self.corrections[(signature, action)] = kept
+        self._predicted.clear()
         return kept
 
     def step(self, token: RulesToken, action: str) -> Transition:
         """Predict what ``action`` leads to from ``token``'s state."""
         state = token.state
-        delta = self.predict(state, action)
+        delta = self._predicted.get((state, action))
+        if delta is None:
+            if len(self._predicted) >= _MEMO:
+                self._predicted.clear()
+            delta = self._predicted[(state, action)] = self.predict(state, action)
         after = apply_delta(state, delta)
         reward = 0.0
         if self._reward_fn is not None:
-            reward = float(self._reward_fn(state, after, token))
-        seen = token.seen | seen_marks(after)
+            reward = float(self._reward_fn(state, action, after, token))
+        # The token's marks hold its state's; what is new comes with the added facts.
+        seen = token.seen | seen_marks(delta.added) if delta.added else token.seen
         terminal = bool(self._terminal_fn(after)) if self._terminal_fn is not None else False
         new = RulesToken(after, token.step + 1, token.score + reward, seen)
         actions = () if terminal else self._proposal(after)
         return Transition(
             new,
-            f"(predicted) {action}",
+            self._observation,
             reward,
             terminal,
             self._info(new, actions),
@@ -276,7 +319,7 @@ class RulesSimulator:
     def _info(self, token: RulesToken, actions: tuple[str, ...]) -> Mapping[str, Any]:
         return {
             "admissible_actions": list(actions),
-            "score": token.score,
+            "score": self._score,
             "max_score": self._max_score,
             "moves": token.step,
         }
