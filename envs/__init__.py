@@ -6,7 +6,7 @@ point on first use.
 
 import gymnasium
 
-__all__ = ["DIAGNOSTIC_IDS", "ENV_IDS", "GAME_IDS"]
+__all__ = ["DIAGNOSTIC_IDS", "ENV_IDS", "EXTRAS", "GAME_IDS"]
 
 DIAGNOSTIC_IDS = (
     "wmkit/Parcel-v0",
@@ -19,7 +19,10 @@ DIAGNOSTIC_IDS = (
 last, ``Reference``, is the small template a new family starts from."""
 
 GAME_IDS = ("wmkit/Jericho-v0", "wmkit/TextWorld-v0")
-"""Real text games (extras ``jericho`` and ``textworld``)."""
+"""Real text games (extras ``jericho`` and ``textworld``, :data:`EXTRAS`)."""
+
+EXTRAS = {"wmkit/Jericho-v0": "jericho", "wmkit/TextWorld-v0": "textworld"}
+"""Env id -> the package extra its code needs (``pip install 'wmkit[textworld]'``)."""
 
 ENV_IDS = DIAGNOSTIC_IDS + GAME_IDS
 

@@ -10,6 +10,7 @@ to what the agent did and tracked, and hands each agent only its
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +22,7 @@ from wmkit.evals.metrics import score_episode
 from wmkit.evals.records import EpisodeRecord, StepRecord
 from wmkit.world.types import Delta, Fact, Probe, Tracker, WorldState
 
-__all__ = ["make_env", "play_episode", "run_episode"]
+__all__ = ["env_module", "make_env", "play_episode", "run_episode"]
 
 
 def make_env(env_id: str, horizon: int, kwargs: Mapping[str, Any]) -> gymnasium.Env:
@@ -29,6 +30,39 @@ def make_env(env_id: str, horizon: int, kwargs: Mapping[str, Any]) -> gymnasium.
     import wmkit.envs  # noqa: F401  (registers the wmkit/* ids)
 
     return gymnasium.make(env_id, horizon=horizon, ground_truth=True, **kwargs)
+
+
+def env_module(env_id: str) -> str:
+    """Import the module of a registered env's class and return its name.
+
+    A run checks its envs with it before anything starts (an env whose extra is not
+    installed stops the run at once, not after the stages before it), and an isolated
+    env's workers start from a process that has imported it
+    (:func:`~wmkit.evals.isolation.run_isolated`'s ``preload``).
+
+    Raises:
+        ValueError: the id is not registered, or the module needs a package that is not
+            installed (the message names the extra to install).
+    """
+    import wmkit.envs
+
+    try:
+        entry = gymnasium.spec(env_id).entry_point
+    except gymnasium.error.Error as err:
+        raise ValueError(f"env id {env_id!r} is not registered: {err}") from None
+    name = entry.split(":")[0] if isinstance(entry, str) else entry.__module__
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if (err.name or "wmkit").split(".")[0] == "wmkit":
+            raise  # our own code is broken: not a missing install
+        extra = wmkit.envs.EXTRAS.get(env_id)
+        hint = f"pip install 'wmkit[{extra}]'" if extra else "install what it needs"
+        raise ValueError(
+            f"env {env_id} needs the package {err.name!r}, which is not installed: {hint}, "
+            "or leave the env out (~env@envs.<name>)"
+        ) from None
+    return name
 
 
 def _delta(part: Mapping[str, Any]) -> Delta:

@@ -35,7 +35,7 @@ from wmkit.evals.metrics import score_episode
 from wmkit.evals.progress import progress_bar
 from wmkit.evals.records import EpisodeRecord, record_path, write_record
 from wmkit.evals.results import ResultsFile, episode_key
-from wmkit.evals.runner import make_env, play_episode
+from wmkit.evals.runner import env_module, make_env, play_episode
 from wmkit.memory import StateManager, sqlite_files
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "Needs",
     "build_agent",
     "fingerprint",
+    "plays",
     "run_suite",
 ]
 
@@ -63,13 +64,20 @@ class EnvSpec(_Strict):
     ``isolate`` runs each episode in a worker process watched by a heartbeat (see
     :mod:`wmkit.evals.isolation`): an emulator that crashes or hangs fails that episode,
     recorded with the reason, and the suite goes on. Real games want it; the pure-Python
-    families do not need it.
+    families do not need it. ``agents`` names the agents that play the env (empty: all
+    whose own ``envs`` allow it, :func:`plays`): a real game has no family reader and no
+    family policy, so its config names the agents made for games.
     """
 
     id: str
     kwargs: dict[str, Any] = Field(default_factory=dict)
     isolate: bool = False
     heartbeat_timeout: float = Field(default=120.0, gt=0)
+    agents: tuple[str, ...] = ()
+
+    def admits(self, agent_name: str) -> bool:
+        """Whether the agent ``agent_name`` may play this env (see ``agents``)."""
+        return not self.agents or agent_name in self.agents
 
 
 TrackerArg = Literal["reader", "memory", "rules"]
@@ -128,8 +136,9 @@ class AgentSpec(_Strict):
     The policy node may hold a ``simulator`` node (``configs/simulator/``) and a
     ``value_fn`` node, built first and passed to the policy. ``needs`` lists the runtime
     arguments of the tracker, the simulator and the value function; a part listed there
-    must be a ``_partial_: true`` node. ``envs`` names the suite's envs the agent runs on
-    (empty: all), for an agent whose policy knows one family only. ``oracle``
+    must be a ``_partial_: true`` node. ``envs`` names the envs the agent runs on, by the
+    suite's name or by registered id (empty: all), for an agent whose policy knows one
+    family only or that is made for real games (``wmkit/TextWorld-v0``). ``oracle``
     says the agent reads ground truth (the leaderboard's †); what else it is given that
     no real agent has follows from ``needs`` (:attr:`privileged`, the leaderboard's ‡).
     """
@@ -140,9 +149,9 @@ class AgentSpec(_Strict):
     needs: Needs = Field(default_factory=Needs)
     envs: tuple[str, ...] = ()
 
-    def runs_on(self, env_name: str) -> bool:
-        """Whether the agent plays the suite's env ``env_name`` (see ``envs``)."""
-        return not self.envs or env_name in self.envs
+    def runs_on(self, env_name: str, env_id: str | None = None) -> bool:
+        """Whether the agent plays the suite's env ``env_name`` of id ``env_id`` (``envs``)."""
+        return not self.envs or env_name in self.envs or env_id in self.envs
 
     @property
     def privileged(self) -> tuple[str, ...]:
@@ -192,6 +201,14 @@ class AgentSpec(_Strict):
                 "can read its true state, so the agent must be marked `oracle: true`"
             )
         return self
+
+
+def plays(agent_name: str, agent: AgentSpec, env_name: str, env: EnvSpec) -> bool:
+    """Whether an agent plays a suite's env: the agent's ``envs`` and the env's ``agents`` allow it.
+
+    The one rule the suite, the training stages and ``wmkit-collect`` plan episodes by.
+    """
+    return agent.runs_on(env_name, env.id) and env.admits(agent_name)
 
 
 class MemorySpec(_Strict):
@@ -448,8 +465,8 @@ def fingerprint(*specs: BaseModel) -> str:
 def _check_artifacts(config: EvalConfig, artifacts: Mapping[str, Artifacts]) -> None:
     """Refuse to start when an agent needs something not trained for an env it runs on."""
     for agent_name, spec in config.agents.items():
-        for env_name in config.envs:
-            if not spec.runs_on(env_name):
+        for env_name, env_spec in config.envs.items():
+            if not plays(agent_name, spec, env_name, env_spec):
                 continue
             have = artifacts.get(env_name, Artifacts())
             missing = sorted(a for a in spec.needs.artifacts if getattr(have, a) is None)
@@ -471,8 +488,9 @@ def run_suite(
 ) -> dict[str, Path]:
     """Run every (env, horizon, seed, agent) episode not yet in ``out_dir``, then rank.
 
-    An agent with ``envs`` plays only those envs. Progress counts steps (an episode
-    weighs its horizon), so the time left is estimated from the steps played.
+    An agent plays the envs :func:`plays` allows (its ``envs``, the env's ``agents``).
+    Progress counts steps (an episode weighs its horizon), so the time left is estimated
+    from the steps played.
 
     Args:
         config: the validated suite.
@@ -489,12 +507,14 @@ def run_suite(
         Paths of the written ``results`` file, ``markdown`` leaderboard and ``plot``.
 
     Raises:
-        ValueError: an agent needs an artifact not given for an env it runs on, or the
-            run folder holds rows made with other settings.
+        ValueError: an agent needs an artifact not given for an env it runs on, an env
+            needs a package that is not installed, or the run folder holds rows made
+            with other settings.
     """
     out = Path(out_dir)
     artifacts = dict(artifacts or {})
     _check_artifacts(config, artifacts)
+    modules = {name: env_module(spec.id) for name, spec in config.envs.items()}
     results = ResultsFile(out / "results.jsonl")
     done: dict[tuple[str, int, str, int], str] = {}
     if config.resume:
@@ -518,16 +538,20 @@ def run_suite(
             )
     plan = [
         (env_name, horizon, seed, agent_name)
-        for env_name in config.envs
+        for env_name, env_spec in config.envs.items()
         for horizon in config.horizons
         for seed in config.seeds
         for agent_name, agent_spec in config.agents.items()
-        if agent_spec.runs_on(env_name) and (env_name, horizon, agent_name, seed) not in done
+        if plays(agent_name, agent_spec, env_name, env_spec)
+        and (env_name, horizon, agent_name, seed) not in done
     ]
     console = console or Console(quiet=not config.progress)
     for agent_name, agent_spec in config.agents.items():
         if agent_spec.envs:
             console.print(f"{agent_name} plays {', '.join(agent_spec.envs)} only (its envs)")
+    for env_name, env_spec in config.envs.items():
+        if env_spec.agents:
+            console.print(f"{env_name} is played by {', '.join(env_spec.agents)} only (its agents)")
     if done:
         console.print(f"resuming: {len(done)} episodes already in {results.path}")
     with progress_bar(console, disable=not config.progress) as bar:
@@ -553,8 +577,8 @@ def run_suite(
                 label = str(spec.kwargs.get("game", spec.id))
                 try:
                     record = run_isolated(
-                        _episode, *args, True, plan_memory, given,
-                        label=label, heartbeat_timeout=spec.heartbeat_timeout,
+                        _episode, *args, True, plan_memory, given, label=label,
+                        heartbeat_timeout=spec.heartbeat_timeout, preload=[modules[env_name]],
                     )  # fmt: skip
                 except EpisodeFailed as err:
                     console.print(f"[red]episode failed[/red] {env_name} seed={seed}: {err}")

@@ -27,8 +27,8 @@ from rich.console import Console
 
 from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated
 from wmkit.evals.progress import progress_bar
-from wmkit.evals.runner import make_env, run_episode
-from wmkit.evals.suite import AgentSpec, EnvSpec, build_agent, fingerprint
+from wmkit.evals.runner import env_module, make_env, run_episode
+from wmkit.evals.suite import AgentSpec, EnvSpec, build_agent, fingerprint, plays
 from wmkit.jsonl import JsonlLog
 from wmkit.knowledge.recording import (
     RecordedEpisode,
@@ -40,9 +40,12 @@ from wmkit.knowledge.recording import (
 )
 from wmkit.knowledge.scenes import CuriosityDetector
 
-__all__ = ["CollectConfig", "collect", "main", "run"]
+__all__ = ["EVAL_ONLY", "CollectConfig", "collect", "main", "run"]
 
 SPECS_FILE = "specs.jsonl"  # per env data folder: the settings each agent was recorded with
+EVAL_ONLY = ("train_seeds", "pipeline")
+"""Keys of wmkit-eval's training stages, which the experiments (``configs/experiment/``,
+shared by both) may set and wmkit-collect leaves alone: it has no training stages."""
 
 
 class CollectConfig(BaseModel):
@@ -101,13 +104,13 @@ def _collect_episode(
     return recorded[0]
 
 
-def _check_specs(data_dir: Path, env_name: str, config: CollectConfig) -> None:
+def _check_specs(data_dir: Path, env_name: str, config: CollectConfig, players: list[str]) -> None:
     """Refuse agents whose settings differ from those already recorded; note new ones."""
     log = JsonlLog(data_dir / SPECS_FILE)
     known = {row["agent"]: row["spec"] for row in log.rows()}
     new = []
-    for agent_name, agent_spec in config.agents.items():
-        spec = fingerprint(config.envs[env_name], agent_spec)
+    for agent_name in players:
+        spec = fingerprint(config.envs[env_name], config.agents[agent_name])
         if known.get(agent_name, spec) != spec:
             raise ValueError(
                 f"{data_dir} holds {env_name}/{agent_name} episodes recorded with other "
@@ -121,26 +124,36 @@ def _check_specs(data_dir: Path, env_name: str, config: CollectConfig) -> None:
 def collect(config: CollectConfig, data_root: str | os.PathLike[str], *, console: Console) -> dict:
     """Play and record every episode of ``config`` not yet in ``data_root``.
 
+    An agent records the envs it plays (:func:`~wmkit.evals.suite.plays`: its ``envs``,
+    the env's ``agents``).
+
     Returns:
         Per env name: ``{"dir": Path, "episodes": recorded now, "skipped": already
         there, "failed": isolated episodes that crashed, "steps": rows, "scenes": ...}``.
     """
     summary: dict[str, dict[str, Any]] = {}
     plan = []
-    for env_name in config.envs:
+    modules = {name: env_module(spec.id) for name, spec in config.envs.items()}
+    for env_name, env_spec in config.envs.items():
+        players = [a for a, spec in config.agents.items() if plays(a, spec, env_name, env_spec)]
+        if not players:
+            raise ValueError(
+                f"no agent of {sorted(config.agents)} plays env {env_name!r} (its agents: "
+                f"{list(env_spec.agents) or 'any'}): collect with one that does"
+            )
         data_dir = env_data_dir(data_root, env_name)
         data_dir.mkdir(parents=True, exist_ok=True)
-        _check_specs(data_dir, env_name, config)
+        _check_specs(data_dir, env_name, config, players)
         done = set(load_episodes(data_dir)["episode"])
         todo = [
             (env_name, horizon, seed, agent_name)
             for horizon in config.horizons
             for seed in config.seeds
-            for agent_name in config.agents
+            for agent_name in players
             if f"{_episode_prefix(agent_name, horizon)}seed={seed}" not in done
         ]
         plan += todo
-        skipped = len(config.horizons) * len(config.seeds) * len(config.agents) - len(todo)
+        skipped = len(config.horizons) * len(config.seeds) * len(players) - len(todo)
         summary[env_name] = {
             "dir": data_dir, "episodes": 0, "skipped": skipped, "failed": 0,
             "steps": 0, "scenes": 0,
@@ -170,8 +183,8 @@ def collect(config: CollectConfig, data_root: str | os.PathLike[str], *, console
                     if spec.isolate:
                         label = str(spec.kwargs.get("game", spec.id))
                         episode = run_isolated(
-                            _collect_episode, *args, True,
-                            label=label, heartbeat_timeout=spec.heartbeat_timeout,
+                            _collect_episode, *args, True, label=label,
+                            heartbeat_timeout=spec.heartbeat_timeout, preload=[modules[env_name]],
                         )  # fmt: skip
                     else:
                         episode = _collect_episode(*args)
@@ -195,6 +208,8 @@ def collect(config: CollectConfig, data_root: str | os.PathLike[str], *, console
 def run(cfg: DictConfig) -> dict:
     """Validate the composed config and collect into the data folder."""
     raw = OmegaConf.to_container(cfg, resolve=True)
+    for key in EVAL_ONLY:  # an experiment's settings of wmkit-eval's training stages
+        raw.pop(key, None)
     try:
         config = CollectConfig.model_validate(raw)
     except ValidationError as err:

@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import ValidationError
 from rich.console import Console
 
+from wmkit.evals.runner import env_module
 from wmkit.evals.suite import EvalConfig, run_suite
 from wmkit.scripts.pipeline import PipelineConfig, run_pipeline, stage_table
 
@@ -48,6 +49,8 @@ def run(cfg: DictConfig) -> dict[str, Path]:
     # A sweep job's own overrides tell it apart from its siblings in a merged leaderboard.
     variant = ",".join(o for o in hydra_cfg.overrides.task if not o.startswith("hydra"))
     try:
+        for spec in config.envs.values():  # a missing extra stops the run before any stage
+            env_module(spec.id)
         artifacts, stages = run_pipeline(config, pipeline, console=console)
         if stages:
             Console(stderr=True, width=140).print(stage_table(stages))

@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from rich.console import Console
 from rich.table import Table
 
-from wmkit.evals.suite import AgentSpec, Artifacts, EvalConfig, fingerprint
+from wmkit.evals.suite import AgentSpec, Artifacts, EvalConfig, fingerprint, plays
 from wmkit.scripts import distill as distill_script
 from wmkit.scripts import train_value as train_value_script
 from wmkit.scripts.collect import CollectConfig, collect
@@ -263,9 +263,9 @@ def _public(config: BaseModel, leave_out: frozenset[str]) -> dict[str, Any]:
 def _needed(config: EvalConfig) -> dict[str, frozenset[str]]:
     """Per env name, the artifacts its agents need (envs that need none left out)."""
     needed = {}
-    for env_name in config.envs:
+    for env_name, env in config.envs.items():
         wanted = frozenset().union(
-            *(s.needs.artifacts for s in config.agents.values() if s.runs_on(env_name))
+            *(s.needs.artifacts for a, s in config.agents.items() if plays(a, s, env_name, env))
         )
         if wanted:
             needed[env_name] = wanted
@@ -316,10 +316,22 @@ def run_pipeline(
 def _collect_stage(
     config: EvalConfig, stage: CollectStage, env_name: str, cache_dir: Path, console: Console
 ) -> StageRun:
-    """Record the training episodes of ``env_name`` (``<folder>/<env_name>/``)."""
+    """Record the training episodes of ``env_name`` (``<folder>/<env_name>/``).
+
+    The collect agents that play the env (:func:`~wmkit.evals.suite.plays`) play them:
+    the folder's fingerprint holds those only.
+    """
+    env = config.envs[env_name]
+    players = {a: s for a, s in stage.agents.items() if plays(a, s, env_name, env)}
+    if not players:
+        raise ValueError(
+            f"no agent of pipeline.collect.agents {sorted(stage.agents)} plays env "
+            f"{env_name!r} (its agents: {list(env.agents) or 'any'}), whose agents need "
+            "training: add one that does"
+        )
     collect_config = CollectConfig(
-        envs={env_name: config.envs[env_name]},
-        agents=stage.agents,
+        envs={env_name: env},
+        agents=players,
         horizons=stage.horizons,
         seeds=config.train_seeds,
         shard_rows=stage.shard_rows,

@@ -275,3 +275,20 @@ def test_a_hung_worker_dies_with_its_caller_killed_by_sigkill(tmp_path, start_me
             caller.wait()
         if worker is not None and _running(worker):
             os.kill(worker, signal.SIGKILL)
+
+
+def test_the_fork_server_preloads_what_this_process_has_of_the_functions_package():
+    # A worker re-runs the caller's main script; what that imports of the package is
+    # then already in the fork server (wmkit-eval: the pipeline and torch).
+    from functools import partial
+
+    from wmkit.evals import suite
+
+    names = isolation._preloads(suite._episode)
+    assert names[-1] == "wmkit.evals.suite"
+    assert {"wmkit", "wmkit.envs", "wmkit.evals.isolation", "wmkit.evals.runner"} <= set(names)
+    assert all(n == "wmkit" or n.startswith("wmkit.") for n in names)
+    assert isolation._preloads(partial(suite._episode, "wmkit/Parcel-v0")) == names
+    main_only = type(beating)(beating.__code__, {"__name__": "__main__"})
+    main_only.__module__ = "__main__"
+    assert isolation._preloads(main_only) == []

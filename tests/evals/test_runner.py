@@ -59,3 +59,20 @@ def test_agents_never_see_ground_truth():
     env = make_env("wmkit/Parcel-v0", 20, {})
     run_episode(env, Agent("spy", WindowTracker(env.unwrapped.reader), Spy()), 0)
     assert seen and not any(k.startswith("wm.") for keys in seen for k in keys)
+
+
+def test_env_module_imports_an_env_and_names_the_extra_a_missing_package_needs():
+    import gymnasium
+    import pytest
+
+    from wmkit.evals.runner import env_module
+
+    assert env_module("wmkit/Parcel-v0") == "wmkit.envs.parcel"
+    with pytest.raises(ValueError, match="'wmkit/Nowhere-v0' is not registered"):
+        env_module("wmkit/Nowhere-v0")
+    gymnasium.register("wmkit/NeedsAnExtra-v0", entry_point="wmkit_no_such_package.env:Env")
+    try:
+        with pytest.raises(ValueError, match="'wmkit_no_such_package', which is not installed"):
+            env_module("wmkit/NeedsAnExtra-v0")
+    finally:
+        del gymnasium.registry["wmkit/NeedsAnExtra-v0"]

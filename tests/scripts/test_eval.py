@@ -13,12 +13,15 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from wmkit.evals.runner import make_env
-from wmkit.evals.suite import EvalConfig, build_agent
+from wmkit.evals.suite import EvalConfig, build_agent, plays
+from wmkit.scripts.pipeline import PipelineConfig
 
 EVAL = [sys.executable, "-m", "wmkit.scripts.eval"]
 AGENTS = ["oracle", "window", "memory", "random"]  # default agents that need no training
 TRAINED = ["rules", "wm_agent", "wm_no_value", "wm_no_correction", "wm_exact_sim"]
+GAMES = ["random_games", "rules_games", "greedy_games"]  # the default agents of TextWorld
 ENVS = ["booking", "parcel", "smarthome", "vault"]
+TEXTWORLD = ["textworld", "textworld_cooking", "textworld_treasure"]  # AGENTS play none
 DEBUG = ["experiment=debug", f"agents=[{','.join(AGENTS)}]"]  # no training stage runs
 DEBUG_EPISODES = len(ENVS) * 2 * 2 * len(AGENTS)  # envs x horizons x seeds x agents
 
@@ -30,15 +33,78 @@ def _compose(*overrides):
 
 def test_every_agent_option_composes_validates_and_builds():
     config = EvalConfig.model_validate(OmegaConf.to_container(_compose(), resolve=True))
-    assert sorted(config.agents) == sorted([*AGENTS, *TRAINED, "governed", "solver"])
-    assert config.agents["governed"].envs == ("booking",)
+    assert sorted(config.agents) == sorted(
+        [*AGENTS, *TRAINED, *GAMES, "governed", "dict", "solver"]
+    )
+    assert config.agents["governed"].envs == config.agents["dict"].envs == ("booking",)
     env = make_env(config.envs["parcel"].id, 20, config.envs["parcel"].kwargs)
     for name in AGENTS:  # the trained ones build in tests/scripts/test_pipeline.py
         agent = build_agent(name, config.agents[name], env)
         assert agent.oracle == (name == "oracle")
-    assert all(config.agents[name].needs.artifacts for name in TRAINED)
-    debug = _compose("experiment=debug")
-    assert debug.horizons == [20, 40]
+    assert all(config.agents[name].needs.artifacts for name in [*TRAINED, "rules_games"])
+
+
+def _players(config, env_name):
+    env = config.envs[env_name]
+    return sorted(a for a, spec in config.agents.items() if plays(a, spec, env_name, env))
+
+
+def test_the_default_plays_the_games_agents_on_textworld_and_the_rest_on_the_families():
+    config = EvalConfig.model_validate(OmegaConf.to_container(_compose(), resolve=True))
+    assert sorted(config.envs) == sorted([*ENVS, *TEXTWORLD])
+    assert {config.envs[name].id for name in TEXTWORLD} == {"wmkit/TextWorld-v0"}
+    games = {tuple(sorted(config.envs[name].kwargs["options"].items())) for name in TEXTWORLD}
+    assert len(games) == 3  # three games, not one game thrice
+    for name in TEXTWORLD:  # no family reader or policy there: the games agents only
+        assert _players(config, name) == sorted(GAMES)
+    families = sorted(set(config.agents) - set(GAMES))
+    assert _players(config, "parcel") == sorted(set(families) - {"governed", "dict"})
+    assert _players(config, "booking") == families
+    pipeline = PipelineConfig.model_validate(config.pipeline)
+    collectors = pipeline.collect.agents  # the training episodes: the same rule
+
+    def collect(env_name):
+        env = config.envs[env_name]
+        return sorted(a for a, spec in collectors.items() if plays(a, spec, env_name, env))
+
+    assert collect("textworld") == ["random_games"]
+    assert collect("vault") == ["random", "window"]
+
+
+def test_the_default_booking_config_lets_quotes_lapse_silently():
+    # Stale use separates plain memories from governed memory only if a lapse goes unsaid.
+    config = EvalConfig.model_validate(OmegaConf.to_container(_compose(), resolve=True))
+    spec = config.envs["booking"]
+    assert spec.kwargs["expiry_notice"] is False
+    env = make_env(spec.id, 200, spec.kwargs)
+    obs, info = env.reset(seed=0)
+    lapsed = 0
+    for _ in range(200):
+        before = {f[0] for f in info["wm.state"] if f[1:] == ("quote", "valid")}
+        obs, _, done, cut, info = env.step("wait")
+        now = {f[0] for f in info["wm.state"] if f[1:] == ("quote", "expired")}
+        lapsed += len(before & now)
+        assert "expired" not in obs.lower() and "no longer valid" not in obs.lower()
+        if done or cut:
+            break
+    assert lapsed > 0  # quotes did lapse, and no observation said so
+    assert "valid for" in env.reset(seed=0)[0]  # each quote states its validity instead
+
+
+def test_debug_is_the_main_job_in_small_training_stages_included():
+    config = EvalConfig.model_validate(
+        OmegaConf.to_container(_compose("experiment=debug"), resolve=True)
+    )
+    default = EvalConfig.model_validate(OmegaConf.to_container(_compose(), resolve=True))
+    assert config.envs == default.envs and config.agents == default.agents
+    assert config.horizons == [20, 40] and config.seeds == [0, 1]
+    assert config.train_seeds == [100, 101]
+    pipeline = PipelineConfig.model_validate(config.pipeline)
+    assert pipeline.collect.horizons == [20]
+    assert pipeline.train_value_config(["x"], progress=False).epochs == 1
+    full = PipelineConfig.model_validate(default.pipeline)
+    assert full.collect.horizons == [200] and len(default.train_seeds) == 10
+    assert full.train_value_config(["x"], progress=False).epochs > 1
 
 
 def _run(*args, cwd, check=True):

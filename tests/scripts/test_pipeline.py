@@ -44,7 +44,7 @@ def test_the_default_train_seeds_are_never_evaluation_seeds():
     assert config.train_seeds and config.seeds
     assert not set(config.train_seeds) & set(config.seeds)
     assert set(TRAINED) <= set(config.agents)
-    assert set(pipeline.collect.agents) == {"window", "random"}
+    assert set(pipeline.collect.agents) == {"window", "random", "random_games"}
 
 
 def test_a_config_whose_seeds_meet_its_train_seeds_is_refused():
@@ -185,3 +185,52 @@ def test_wmkit_eval_trains_then_evaluates_and_names_what_it_used(tmp_path):
     rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert sorted(r["agent"] for r in rows) == ["rules", "window"]
     assert "training stages" in proc.stderr and "| rules |" in proc.stdout
+
+
+GAME = [
+    "~env@envs.parcel", "~env@envs.smarthome", "~env@envs.booking", "~env@envs.vault",
+    "~env@envs.textworld_cooking", "~env@envs.textworld_treasure",
+    "agents=[rules_games,random_games,window]", "train_seeds=[100,101]",
+    "pipeline.collect.horizons=[20]", "horizons=[20]", "seeds=[0,1]", "progress=false",
+]  # fmt: skip
+
+
+def test_a_game_no_collect_agent_plays_stops_with_a_clear_error(tmp_path):
+    config, pipeline = _configs(
+        *GAME, "agents@pipeline.collect.agents=[window]", f"pipeline.cache_dir={tmp_path}"
+    )
+    with pytest.raises(ValueError, match=r"no agent of pipeline.collect.agents \['window'\] "
+                                         r"plays env 'textworld'"):  # fmt: skip
+        run_pipeline(config, pipeline, console=QUIET)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.textworld
+def test_the_rules_are_learned_on_a_textworld_game_and_tracked_there(tmp_path):
+    from wmkit.evals.records import read_record, record_path
+
+    config, pipeline = _configs(*GAME, f"pipeline.cache_dir={tmp_path / 'cache'}")
+    artifacts, runs = run_pipeline(config, pipeline, console=QUIET)
+    assert [(r.stage, r.env) for r in runs] == [("collect", "textworld"), ("distill", "textworld")]
+    collected = runs[0].path / "textworld"  # the collect agent that plays the game, only
+    episodes = load_episodes(collected, cache_dir=tmp_path / "hf")["episode"]
+    assert sorted(episodes) == ["random_games/h20/seed=100", "random_games/h20/seed=101"]
+    out = tmp_path / "run"
+    rows = [
+        json.loads(line)
+        for line in run_suite(config, out, console=QUIET, artifacts=artifacts)["results"]
+        .read_text()
+        .splitlines()
+    ]
+    # window needs a reader: the game's config leaves it out.
+    assert sorted((r["agent"], r["seed"]) for r in rows) == [
+        ("random_games", 0), ("random_games", 1), ("rules_games", 0), ("rules_games", 1),
+    ]  # fmt: skip
+    for seed in (0, 1):  # the same commands, so the rows differ in what is tracked only
+        played = [
+            [s.action for s in read_record(record_path(out, "textworld", 20, a, seed))[0].steps]
+            for a in ("random_games", "rules_games")
+        ]
+        assert played[0] == played[1]
+    drift = {r["agent"]: r["drift"]["mean"] for r in rows if r["seed"] == 0}
+    assert drift["random_games"] == 1.0 > drift["rules_games"]
