@@ -169,8 +169,10 @@ def test_a_hang_is_killed_after_the_heartbeat_timeout():
 
 def test_a_worker_that_never_starts_is_killed_after_the_start_timeout():
     # The heartbeat clock starts with the first beat; before it, start_timeout rules.
+    # Spawn: a fresh interpreter needs far more than 10 ms to import the worker's code (a
+    # fork of the fork server, which has it imported, may not).
     with pytest.raises(EpisodeFailed, match=r"did not start within 0\.01 s"):
-        run_isolated(math.factorial, 3, start_timeout=0.01)
+        run_isolated(math.factorial, 3, start_timeout=0.01, start_method="spawn")
 
 
 def test_the_total_timeout_stops_a_worker_that_beats_forever():
