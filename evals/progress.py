@@ -12,7 +12,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-__all__ = ["progress_bar"]
+__all__ = ["episode_description", "progress_bar"]
 
 
 def progress_bar(console: Console, *, disable: bool = False) -> Progress:
@@ -32,3 +32,10 @@ def progress_bar(console: Console, *, disable: bool = False) -> Progress:
         console=console,
         disable=disable,
     )
+
+
+def episode_description(
+    stage: str, i: int, n: int, env: str, horizon: int, seed: int, agent: str
+) -> str:
+    """The bar's description at episode ``i`` of ``n``: the stage and the episode it is at."""
+    return f"{stage} {i}/{n} {env} h={horizon} seed={seed} {agent}"

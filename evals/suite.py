@@ -32,7 +32,7 @@ from wmkit.agents.types import Agent
 from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated
 from wmkit.evals.leaderboard import write_leaderboard
 from wmkit.evals.metrics import score_episode
-from wmkit.evals.progress import progress_bar
+from wmkit.evals.progress import episode_description, progress_bar
 from wmkit.evals.records import EpisodeRecord, record_path, write_record
 from wmkit.evals.results import ResultsFile, episode_key
 from wmkit.evals.runner import env_module, make_env, play_episode
@@ -559,8 +559,9 @@ def run_suite(
         for i, (env_name, horizon, seed, agent_name) in enumerate(plan, start=1):
             bar.update(
                 task,
-                description=f"evaluate {i}/{len(plan)} {env_name} h={horizon} seed={seed} "
-                f"{agent_name}",
+                description=episode_description(
+                    "evaluate", i, len(plan), env_name, horizon, seed, agent_name
+                ),
             )
             spec = config.envs[env_name]
             agent_spec = config.agents[agent_name]

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
 from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated
-from wmkit.evals.progress import progress_bar
+from wmkit.evals.progress import episode_description, progress_bar
 from wmkit.evals.runner import env_module, make_env, run_episode
 from wmkit.evals.suite import AgentSpec, EnvSpec, build_agent, fingerprint, plays
 from wmkit.jsonl import JsonlLog
@@ -173,8 +173,9 @@ def collect(config: CollectConfig, data_root: str | os.PathLike[str], *, console
             for i, (env_name, horizon, seed, agent_name) in enumerate(plan, start=1):
                 bar.update(
                     task,
-                    description=f"collect {i}/{len(plan)} {env_name} h={horizon} seed={seed} "
-                    f"{agent_name}",
+                    description=episode_description(
+                        "collect", i, len(plan), env_name, horizon, seed, agent_name
+                    ),
                 )
                 spec = config.envs[env_name]
                 args = (env_name, spec, horizon, agent_name, config.agents[agent_name], seed)

@@ -9,9 +9,8 @@ import json
 
 import gymnasium
 import pytest
-from hydra import compose, initialize_config_module
-from omegaconf import OmegaConf
 from pydantic import ValidationError
+from small_suite import small_config
 
 from wmkit.evals.runner import make_env
 from wmkit.evals.suite import AgentSpec, EvalConfig, build_agent, run_suite
@@ -21,17 +20,7 @@ FAMILIES = ("parcel", "smarthome")
 
 
 def _config(**update) -> EvalConfig:
-    with initialize_config_module("wmkit.configs", version_base="1.3"):
-        raw = OmegaConf.to_container(compose("eval", ["agents=[solver,random]"]), resolve=True)
-    config = EvalConfig.model_validate(raw)
-    base = {
-        "envs": {name: config.envs[name] for name in FAMILIES},
-        "horizons": [50],
-        "seeds": [0, 1, 2],
-        "progress": False,
-        "records": False,
-    }
-    return config.model_copy(update=base | update)
+    return small_config("[solver,random]", FAMILIES, **update)
 
 
 def test_the_solver_reaches_every_familys_maximum_and_random_does_not(tmp_path):

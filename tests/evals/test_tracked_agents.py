@@ -8,9 +8,8 @@ random does not, and the id is not ground truth, so a non-oracle agent may take 
 import json
 
 import pytest
-from hydra import compose, initialize_config_module
-from omegaconf import OmegaConf
 from pydantic import ValidationError
+from small_suite import small_config
 
 from wmkit.agents.tracked import FAMILY_POLICIES, TrackedPolicy
 from wmkit.evals.runner import make_env
@@ -21,17 +20,7 @@ TRACKING = ("oracle", "memory", "window", "rules")
 
 
 def _config(agents: str = "[oracle,window,random]") -> EvalConfig:
-    with initialize_config_module("wmkit.configs", version_base="1.3"):
-        raw = OmegaConf.to_container(compose("eval", [f"agents={agents}"]), resolve=True)
-    config = EvalConfig.model_validate(raw)
-    base = {
-        "envs": {name: config.envs[name] for name in FAMILIES},
-        "horizons": [50],
-        "seeds": [0, 1, 2],
-        "progress": False,
-        "records": False,
-    }
-    return config.model_copy(update=base)
+    return small_config(agents, FAMILIES)
 
 
 def test_the_tracking_agents_share_the_tracked_policy_handed_the_env_id():
