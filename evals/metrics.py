@@ -66,6 +66,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from wmkit.evals.records import EpisodeRecord, StepRecord
+from wmkit.evals.stats import Interval, pooled_ratios
 from wmkit.world.delta_score import DeltaTally, signed_facts
 from wmkit.world.types import Delta, Fact, WorldState
 
@@ -79,7 +80,9 @@ __all__ = [
     "TruthHistory",
     "agent_change",
     "breakage_by_chain",
+    "breakage_counts",
     "breakage_half_life",
+    "breakage_intervals",
     "confusion_scores",
     "drift",
     "drift_series",
@@ -185,6 +188,69 @@ def breakage_half_life(outcomes: Sequence[ProbeOutcome]) -> float:
         if share >= 0.5:
             return float(lo)
     return float("inf")
+
+
+def breakage_counts(outcomes: Iterable[ProbeOutcome]) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(wrong, total)`` probe counts per bin of :data:`BREAKAGE_BINS`, as int arrays."""
+    wrong, total = np.zeros(len(BREAKAGE_BINS), int), np.zeros(len(BREAKAGE_BINS), int)
+    for o in outcomes:
+        i = bisect.bisect_right(BREAKAGE_BINS, o.chain) - 1
+        wrong[i] += not o.correct
+        total[i] += 1
+    return wrong, total
+
+
+def _half_lives(rates: np.ndarray) -> np.ndarray:
+    """Half-life per row of ``(rows, bins)`` breakage rates (NaN: an empty bin); inf: never."""
+    reached = np.nan_to_num(rates, nan=0.0) >= 0.5
+    edges = np.asarray(BREAKAGE_BINS, dtype=float)
+    return np.where(reached.any(axis=1), edges[reached.argmax(axis=1)], np.inf)
+
+
+def breakage_intervals(
+    episodes: Sequence[Sequence[ProbeOutcome]], *, reps: int = 2000, seed: int = 0
+) -> tuple[dict[int, Interval], Interval]:
+    """Breakage per chain-length bin and the half-life, with 95% bootstrap intervals.
+
+    The point values are those of the episodes' outcomes pooled
+    (:func:`breakage_by_chain`, :func:`breakage_half_life`); the intervals resample the
+    episodes with replacement and pool each resample's outcomes
+    (:func:`~wmkit.evals.stats.pooled_ratios`). A bin's interval is taken over the
+    resamples that have a probe in it. The half-life takes values on the bin edges or
+    inf, so its interval is the lower 2.5% and upper 97.5% order statistics.
+
+    Args:
+        episodes: per episode, its probe outcomes.
+        reps: bootstrap replicates.
+        seed: seed of the resampling.
+
+    Returns:
+        ``({bin lower edge: Interval of its breakage}, Interval of the half-life)``;
+        bins without probes are left out, and the half-life is inf (all three) when
+        no probe was due.
+    """
+    counts = [breakage_counts(e) for e in episodes]
+    inf = float("inf")
+    if not counts or not sum(total.sum() for _, total in counts):
+        return {}, Interval(inf, inf, inf)
+    wrong = np.stack([w for w, _ in counts])
+    total = np.stack([t for _, t in counts])
+    boot = pooled_ratios(wrong, total, reps=reps, seed=seed)
+    pooled_wrong, pooled_total = wrong.sum(axis=0), total.sum(axis=0)
+    bins = {}
+    for i, edge in enumerate(BREAKAGE_BINS):
+        if pooled_total[i]:
+            lo, hi = np.nanpercentile(boot[:, i], [2.5, 97.5])
+            bins[edge] = Interval(pooled_wrong[i] / pooled_total[i], float(lo), float(hi))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        point = _half_lives((pooled_wrong / pooled_total)[None, :])[0]
+    lives = _half_lives(boot)
+    half_life = Interval(
+        float(point),
+        float(np.percentile(lives, 2.5, method="lower")),
+        float(np.percentile(lives, 97.5, method="higher")),
+    )
+    return bins, half_life
 
 
 class TruthHistory:
