@@ -68,7 +68,8 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         self._params = params or ParcelParams()
         self._truth = False  # whether ground truth was ever asked of this core
         self._starts: dict[int, list[int]] = {}  # seed -> StepRng(seed, step).x by step
-        self._rng = StepRng(0, 0)  # the transition's generator: see transition
+        self._rng = StepRng(0, 0)  # the transition's generator and draft: see transition
+        self._draft = Draft.__new__(Draft)
         super().__init__()
         p = self._params
         # Lines per step: reply, one event per active parcel, a booking per delivery,
@@ -112,15 +113,14 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
         that fell due meanwhile happen at the next accepted command.
         """
         command = PARSES[action] if isinstance(action, str) else NOT_UNDERSTOOD
-        params, seed, step = state[:3]  # (by position: see Draft)
-        step += 1
+        params, seed, step = state[0], state[1], state[2] + 1  # (by position: see Draft)
         starts = self._starts.get(seed) or self._episode_starts(seed)
-        # One generator per core, moved to the step's start (a fresh one each step cost
-        # ~2% of a step): a transition is its only user, start to end, so a core must
-        # not run transitions in two threads at once (none in wmkit does).
+        # One generator and one draft per core, moved to the step's start (fresh ones
+        # each step cost ~3% of a step): a transition is their only user, start to end,
+        # so a core must not run transitions in two threads at once (none in wmkit does).
         rng = self._rng
         rng.x = starts[step] if step < len(starts) else StepRng(seed, step).x
-        d = Draft(state, rng, step)
+        d = self._draft.start(state, rng, step)
         if (reply := HANDLERS[command[0]](d, command)) is not None:
             new = reject(state, d, reply)
         else:
