@@ -79,12 +79,12 @@ import immutables
 import jericho
 import numpy as np
 import textworld
-from gymnasium import spaces
 from textworld.generator.inform7 import Inform7Game
 from textworld.logic import Action, Proposition, State
 
 from wmkit.envs import twgames
 from wmkit.envs.diagnostic.params import check_int, check_rate
+from wmkit.envs.spaces import TextSpace
 from wmkit.world.types import Delta, Fact, Probe, delta_info
 
 __all__ = ["FAMILIES", "LOCATIONS", "TextWorldEnv", "TextWorldSnapshot"]
@@ -278,10 +278,10 @@ class TextWorldEnv(gymnasium.Env[str, str]):
         self._root = self._node(frozenset(self._game.world.state.facts))
         self._turn: _Turn | None = None
 
-        self.observation_space = spaces.Text(
+        self.observation_space = TextSpace(
             max_length=_OBS_MAX, min_length=0, charset=_OBS_CHARSET
         )
-        self.action_space = spaces.Text(max_length=_MAX_COMMAND, min_length=0, charset=_ACT_CHARSET)
+        self.action_space = TextSpace(max_length=_MAX_COMMAND, min_length=0, charset=_ACT_CHARSET)
 
     @property
     def walkthrough(self) -> list[str]:

@@ -17,11 +17,11 @@ import string
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
-from gymnasium import spaces
 
 from wmkit.envs.diagnostic.rng import StepRng
 from wmkit.envs.diagnostic.text import Voice
 from wmkit.envs.diagnostic.truth import Change
+from wmkit.envs.spaces import TextSpace
 from wmkit.world.types import Probe
 
 __all__ = ["CHARSET", "CoreDefaults", "FamilyCore", "StepDraft", "episode_seed", "text_spaces"]
@@ -32,15 +32,16 @@ CHARSET = string.ascii_letters + string.digits + string.punctuation + " "
 """What commands may hold; observations may hold newlines too (one message a line)."""
 
 
-def text_spaces(max_observation: int, max_action: int = 512) -> tuple[spaces.Text, spaces.Text]:
+def text_spaces(max_observation: int, max_action: int = 512) -> tuple[TextSpace, TextSpace]:
     """Return a family's ``(observation_space, action_space)``: printable text.
 
     Gymnasium's ``spaces.Text`` needs the explicit charset, or ``check_env`` fails on
-    real text.
+    real text; a :class:`~wmkit.envs.spaces.TextSpace` also refuses an async vector
+    env's shared memory, which would return garbage.
     """
     return (
-        spaces.Text(max_length=max_observation, min_length=1, charset=CHARSET + "\n"),
-        spaces.Text(max_length=max_action, min_length=0, charset=CHARSET),
+        TextSpace(max_length=max_observation, min_length=1, charset=CHARSET + "\n"),
+        TextSpace(max_length=max_action, min_length=0, charset=CHARSET),
     )
 
 
@@ -59,8 +60,8 @@ class FamilyCore(Protocol[StateT]):
     complete snapshot.
     """
 
-    observation_space: spaces.Text
-    action_space: spaces.Text
+    observation_space: TextSpace
+    action_space: TextSpace
 
     def initial(self, rng: np.random.Generator, params: Any = None) -> StateT:
         """Return the first state of an episode; the episode seed is drawn from ``rng``."""

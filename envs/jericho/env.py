@@ -13,7 +13,6 @@ from typing import Any, ClassVar, NamedTuple
 import gymnasium
 import immutables
 import numpy as np
-from gymnasium import spaces
 from numpy.ctypeslib import as_ctypes
 
 try:
@@ -46,6 +45,7 @@ from wmkit.envs.jericho.story import (
     check_story,
     find_game,
 )
+from wmkit.envs.spaces import TextSpace
 from wmkit.world.types import Delta, Fact, Probe, delta_info
 
 __all__ = ["EmulatorHalted", "JerichoEnv", "JerichoToken"]
@@ -148,8 +148,8 @@ class JerichoEnv(gymnasium.Env[str, str]):
         self.horizon = int(horizon)
         self.ground_truth = ground_truth
         self.probe_rate = float(probe_rate)
-        self.observation_space = spaces.Text(max_length=1 << 14, min_length=0, charset=OBS_CHARSET)
-        self.action_space = spaces.Text(
+        self.observation_space = TextSpace(max_length=1 << 14, min_length=0, charset=OBS_CHARSET)
+        self.action_space = TextSpace(
             max_length=ACTION_MAX_BYTES, min_length=0, charset=_ACTION_CHARSET
         )
 
