@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -37,6 +37,7 @@ from wmkit.evals.records import EpisodeRecord, record_path, write_record
 from wmkit.evals.results import ResultsFile, episode_key
 from wmkit.evals.runner import env_module, make_env, play_episode
 from wmkit.memory import StateManager, sqlite_files
+from wmkit.tracking import is_secret
 
 __all__ = [
     "AgentSpec",
@@ -441,19 +442,16 @@ def _episode(
             _close_memory(memory, memory_plan)
 
 
-SECRET_KEYS = frozenset({"api_key"})
-"""Config keys left out of :func:`fingerprint`: a rotated credential is not a new setting."""
-
-
 def fingerprint(*specs: BaseModel) -> str:
     """A short hash of the specs: a resumed run refuses rows made with other settings.
 
-    Keys in :data:`SECRET_KEYS` are left out, at any depth.
+    Secrets (:func:`wmkit.tracking.is_secret`: ``api_key``, ``*_token``, ...) are left
+    out, at any depth: a rotated credential is not a new setting.
     """
 
     def public(value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: public(v) for k, v in value.items() if k not in SECRET_KEYS}
+            return {k: public(v) for k, v in value.items() if not is_secret(k)}
         if isinstance(value, list):
             return [public(v) for v in value]
         return value
@@ -485,6 +483,7 @@ def run_suite(
     variant: str = "",
     console: Console | None = None,
     artifacts: Mapping[str, Artifacts] | None = None,
+    on_episode: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Path]:
     """Run every (env, horizon, seed, agent) episode not yet in ``out_dir``, then rank.
 
@@ -502,6 +501,8 @@ def run_suite(
         artifacts: per env name, what was trained for it (the agents whose ``needs``
             list ``rules`` or ``checkpoint`` are given these paths). They are part of
             the agent's settings: a resumed run trained anew refuses its old rows.
+        on_episode: called with each episode's results row (a ``failed`` one too) once
+            it is written, e.g. to log it (``wmkit.scripts.tracking.episode_logger``).
 
     Returns:
         Paths of the written ``results`` file, ``markdown`` leaderboard and ``plot``.
@@ -606,6 +607,8 @@ def run_suite(
                 if config.records:  # before the row: every finished row has its record
                     write_record(where, record, identity)
             results.append(row | identity)
+            if on_episode is not None:
+                on_episode(row | identity)
             bar.advance(task, horizon)
     paths = write_leaderboard(list(results.rows()), out)
     return {"results": results.path, **paths}
