@@ -1,0 +1,110 @@
+"""Cells: the episode rows of one (env, horizon, configuration), and an episode's metrics.
+
+:func:`cells` groups rows the way every report does (labels from
+:mod:`~wmkit.evals.variants`, one row per seed); :func:`episode_metrics` reads the
+metrics of one row by name. The leaderboard aggregates them, the tables, plots and
+HTML page draw them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from wmkit.evals.marks import CONFUSION_KEYS
+from wmkit.evals.variants import Labeller
+
+__all__ = ["Cell", "cells", "episode_metrics", "finished"]
+
+
+class Cell(NamedTuple):
+    """The episode rows of one (env, horizon, configuration).
+
+    Attributes:
+        env, horizon: the task.
+        agent: the configuration's label (:meth:`~wmkit.evals.variants.Labeller.label`).
+        base_agent: the agent's name in the rows.
+        variant: the overrides that set this configuration apart ("" for none).
+        rows: one row per seed, the finished one where a seed has several (a merge of
+            jobs that ran it alike, a failed try retried), sorted by seed.
+    """
+
+    env: str
+    horizon: int
+    agent: str
+    base_agent: str
+    variant: str
+    rows: tuple[dict[str, Any], ...]
+
+
+def _finite(value: Any) -> bool:
+    # A metric an episode had nothing to measure with is NaN (None once through JSON
+    # tools that write null); aggregates leave those episodes out.
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def episode_metrics(row: Mapping[str, Any]) -> dict[str, float]:
+    """Return one finished episode's metrics by name, leaving out what it did not measure.
+
+    Names: ``drift`` (episode mean), ``drift_at_<h>``, ``drift_slope``, ``breakage``
+    (share of probes answered wrong), ``stale_use``, ``score``, ``max_score``,
+    ``normalised_score`` (``score / max_score`` where the env states a maximum > 0),
+    and ``confusion_<key>`` for each of :data:`CONFUSION_KEYS`. The leaderboard's
+    aggregates, the CSV and the tidy table all read these.
+    """
+    drift = row.get("drift", {})
+    out = {"drift": drift.get("mean"), "drift_slope": drift.get("slope")}
+    out |= {f"drift_{k}": v for k, v in drift.items() if k.startswith("at_")}
+    probes = row.get("probes") or ()
+    if probes:
+        out["breakage"] = sum(not ok for _, ok, _ in probes) / len(probes)
+    out["stale_use"] = row.get("stale_use")
+    out["score"] = row.get("score")
+    most = row.get("max_score")
+    out["max_score"] = most
+    if _finite(most) and most > 0 and _finite(row.get("score")):
+        out["normalised_score"] = row["score"] / most
+    confusion = row.get("confusion") or {}
+    out |= {f"confusion_{k}": confusion.get(k) for k in CONFUSION_KEYS}
+    return {k: float(v) for k, v in out.items() if _finite(v)}
+
+
+def _pick(rows: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """One row per seed: the first finished one, else the first failed one."""
+    best: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        seed = int(row["seed"])
+        if seed not in best or ("failed" in best[seed] and "failed" not in row):
+            best[seed] = row
+    return tuple(best[s] for s in sorted(best))
+
+
+def cells(rows: Sequence[dict[str, Any]]) -> list[Cell]:
+    """Group rows into cells, sorted by env, horizon, then label.
+
+    Rows whose labels agree but whose settings fingerprints (``spec``) differ stay
+    apart, the fingerprint added to their variant: nothing merges that ran differently.
+    """
+    labeller = Labeller(rows)
+    groups: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[(row["env"], int(row["horizon"]), labeller.label(row))].append(row)
+    out = []
+    for (env, horizon, _), group in sorted(groups.items()):
+        specs = sorted({str(r.get("spec", "")) for r in group})
+        for spec in specs:
+            members = [r for r in group if str(r.get("spec", "")) == spec]
+            variant = labeller.variant(members[0])
+            if len(specs) > 1:
+                variant = ", ".join(filter(None, [variant, f"spec={spec or 'none'}"]))
+            agent = members[0]["agent"]
+            label = f"{agent} ({variant})" if variant else agent
+            out.append(Cell(env, horizon, label, agent, variant, _pick(members)))
+    return sorted(out, key=lambda c: (c.env, c.horizon, c.agent))
+
+
+def finished(cell: Cell) -> list[dict[str, Any]]:
+    """The cell's finished episodes (those without ``failed``)."""
+    return [r for r in cell.rows if "failed" not in r]
