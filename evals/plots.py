@@ -57,6 +57,25 @@ def styles(labels: Sequence[str]) -> dict[str, Style]:
     }
 
 
+def _column_percentiles(values: np.ndarray, qs: Sequence[float]) -> list[np.ndarray]:
+    """Percentiles of each column over its non-NaN values (numpy's linear method).
+
+    ``np.nanpercentile`` does the same one column at a time in Python, 100x slower on
+    the drift series of a long horizon.
+    """
+    ordered = np.sort(values, axis=0)  # NaN sorts last
+    count = (~np.isnan(values)).sum(axis=0)
+    columns = np.arange(values.shape[1])
+    out = []
+    for q in qs:
+        position = q / 100 * (count - 1)
+        low = np.floor(position).astype(int)
+        high = np.minimum(low + 1, count - 1)
+        below, above = ordered[low, columns], ordered[high, columns]
+        out.append(below + (position - low) * (above - below))
+    return out
+
+
 def _drift_axis(ax: Any, env: str, horizon: int, groups: Sequence[Cell], style: dict) -> None:
     for cell in groups:
         series = [r["drift_series"] for r in finished(cell) if r.get("drift_series")]
@@ -67,7 +86,7 @@ def _drift_axis(ax: Any, env: str, horizon: int, groups: Sequence[Cell], style: 
         padded = np.full((len(series), length), np.nan)
         for i, s in enumerate(series):
             padded[i, : len(s)] = s
-        low, mid, high = np.nanpercentile(padded, [25, 50, 75], axis=0)
+        low, mid, high = _column_percentiles(padded, (25, 50, 75))
         steps = np.arange(length)
         ax.fill_between(steps, low, high, color=style[cell.agent]["color"], alpha=0.12, lw=0)
         ax.plot(steps, mid, label=cell.agent, **style[cell.agent])

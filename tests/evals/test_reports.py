@@ -5,6 +5,7 @@ import io
 import math
 import re
 
+import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -219,3 +220,12 @@ def test_reports_tolerate_failed_and_old_rows(tmp_path):
     assert record["failed"] == "1" and record["normalised_score_iqm"] == ""
     assert math.isinf(float(record["half_life"]))
     assert len(_csv(paths["tidy"])) == len(episode_metrics(old))
+
+
+def test_drift_bands_take_percentiles_over_the_episodes_that_reached_each_step():
+    rng = np.random.default_rng(0)
+    series = rng.random((5, 30))
+    series[3, 12:] = np.nan  # an episode that ended at step 11
+    series[1, 25:] = np.nan
+    expected = np.nanpercentile(series, [25, 50, 75], axis=0)
+    np.testing.assert_allclose(plots._column_percentiles(series, (25, 50, 75)), expected)
