@@ -27,6 +27,7 @@ import numpy as np
 
 __all__ = [
     "CI_PERCENTILES",
+    "REPS",
     "Aggregate",
     "Improvement",
     "Interval",
