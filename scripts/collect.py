@@ -39,8 +39,10 @@ from wmkit.knowledge.recording import (
     load_episodes,
 )
 from wmkit.knowledge.scenes import CuriosityDetector
+from wmkit.scripts.tracking import pop_logger, start_run
+from wmkit.tracking import RunLogger
 
-__all__ = ["EVAL_ONLY", "CollectConfig", "collect", "main", "run"]
+__all__ = ["EVAL_ONLY", "CollectConfig", "collect", "log_summary", "main", "run"]
 
 SPECS_FILE = "specs.jsonl"  # per env data folder: the settings each agent was recorded with
 EVAL_ONLY = ("train_seeds", "pipeline")
@@ -206,15 +208,29 @@ def collect(config: CollectConfig, data_root: str | os.PathLike[str], *, console
     return summary
 
 
+def log_summary(logger: RunLogger, summary: dict[str, dict[str, Any]]) -> None:
+    """Log a :func:`collect` summary: per env, ``collect/<env>/episodes``, ``steps``, ..."""
+    for env_name, s in summary.items():
+        counts = {k: s[k] for k in ("episodes", "skipped", "failed", "steps", "scenes")}
+        logger.log_metrics(counts, prefix=f"collect/{env_name}")
+
+
 def run(cfg: DictConfig) -> dict:
     """Validate the composed config and collect into the data folder."""
-    raw = OmegaConf.to_container(cfg, resolve=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    logger_config, raw = pop_logger(resolved, "wmkit-collect")
     for key in EVAL_ONLY:  # an experiment's settings of wmkit-eval's training stages
         raw.pop(key, None)
     try:
         config = CollectConfig.model_validate(raw)
     except ValidationError as err:
         raise SystemExit(f"wmkit-collect: invalid configuration:\n{err}") from None
+    with start_run(logger_config, resolved, job_type="collect", app="wmkit-collect") as logger:
+        return _collect_run(config, logger)
+
+
+def _collect_run(config: CollectConfig, logger: RunLogger) -> dict:
+    """The validated run: collect, log, report."""
     console = Console(stderr=True)
     out = Path(HydraConfig.get().runtime.output_dir)
     data_root = Path(config.data_dir) if config.data_dir is not None else out / "data"
@@ -222,6 +238,7 @@ def run(cfg: DictConfig) -> dict:
         summary = collect(config, data_root, console=console)
     except ValueError as err:
         raise SystemExit(f"wmkit-collect: {err}") from None
+    log_summary(logger, summary)
     for env_name, s in summary.items():
         console.print(
             f"{env_name}: {s['episodes']} episodes recorded ({s['steps']} steps, "

@@ -33,6 +33,8 @@ from rich.table import Table
 
 from wmkit.knowledge.recording import load_trajectories
 from wmkit.llm import ChatClient
+from wmkit.scripts.tracking import pop_logger, start_run
+from wmkit.tracking import RunLogger, flatten
 from wmkit.trainers.distill import (
     CountingDistiller,
     LLMDistiller,
@@ -42,7 +44,7 @@ from wmkit.trainers.distill import (
 )
 from wmkit.trainers.rewards import reward_error
 
-__all__ = ["DistillConfig", "distill", "main", "run", "table"]
+__all__ = ["DistillConfig", "distill", "log_report", "main", "run", "table"]
 
 REPORT_FILE = "report.json"
 RULES_FILE = "rules.jsonl"
@@ -219,19 +221,37 @@ def table(report: dict[str, Any]) -> Table:
     return grid
 
 
+def log_report(logger: RunLogger, report: dict[str, Any], out_dir: str | Path) -> None:
+    """Log a :func:`distill` report: each env's numbers and its rules.
+
+    The numbers of ``report[env]`` go under ``distill/<env>/`` (``observation/action/f1``,
+    ``rules/command``, ``fit_s``, ...), and ``<out_dir>/<env>/rules.jsonl`` is logged
+    as the artifact ``rules-<env>`` (type ``rules``).
+    """
+    for env, entry in report.items():
+        logger.log_metrics(flatten(entry), prefix=f"distill/{env}")
+        logger.log_artifact(f"rules-{env}", "rules", Path(out_dir) / env / RULES_FILE)
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
-    """Validate the composed config, distil, and print the table."""
+    """Validate the composed config, distil, log, and print the table."""
     try:
-        raw = OmegaConf.to_container(cfg, resolve=True)
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+        logger_config, raw = pop_logger(resolved, "wmkit-distill")
         config = DistillConfig.model_validate(raw)
     except (ValidationError, OmegaConfBaseException) as err:  # e.g. data_dirs not given
         raise SystemExit(f"wmkit-distill: invalid configuration:\n{err}") from None
     console = Console(stderr=True)
     out = Path(config.out_dir) if config.out_dir else Path(HydraConfig.get().runtime.output_dir)
-    try:
-        report = distill(config, out, console=console)
-    except (ValueError, FileNotFoundError) as err:
-        raise SystemExit(f"wmkit-distill: {err}") from None
+    tracked = start_run(
+        logger_config, resolved, job_type="distill", app="wmkit-distill", folder=out
+    )
+    with tracked as logger:
+        try:
+            report = distill(config, out, console=console)
+        except (ValueError, FileNotFoundError) as err:
+            raise SystemExit(f"wmkit-distill: {err}") from None
+        log_report(logger, report, out)
     Console(width=120).print(table(report))
     console.print(f"rules and report: {out}")
     return report

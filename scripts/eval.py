@@ -24,9 +24,12 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import ValidationError
 from rich.console import Console
 
+from wmkit.evals.results import ResultsFile
 from wmkit.evals.runner import env_module
 from wmkit.evals.suite import EvalConfig, run_suite
 from wmkit.scripts.pipeline import PipelineConfig, run_pipeline, stage_table
+from wmkit.scripts.tracking import episode_logger, log_leaderboard, pop_logger, start_run
+from wmkit.tracking import RunLogger
 
 PIPELINE_FILE = "pipeline.json"
 
@@ -37,12 +40,19 @@ def run(cfg: DictConfig) -> dict[str, Path]:
     Everything happens in Hydra's output folder but the stages' outputs, which go to
     the shared cache (``pipeline.cache_dir``).
     """
-    raw = OmegaConf.to_container(cfg, resolve=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    logger_config, raw = pop_logger(resolved, "wmkit-eval")
     try:
         config = EvalConfig.model_validate(raw)
         pipeline = PipelineConfig.model_validate(config.pipeline)
     except ValidationError as err:
         raise SystemExit(f"wmkit-eval: invalid configuration:\n{err}") from None
+    with start_run(logger_config, resolved, job_type="eval", app="wmkit-eval") as logger:
+        return _evaluate(config, pipeline, logger)
+
+
+def _evaluate(config: EvalConfig, pipeline: PipelineConfig, logger: RunLogger) -> dict[str, Path]:
+    """The validated run: the stages, the suite and the leaderboard, logged as they finish."""
     console = Console(stderr=True)
     hydra_cfg = HydraConfig.get()
     out = Path(hydra_cfg.runtime.output_dir)
@@ -51,7 +61,7 @@ def run(cfg: DictConfig) -> dict[str, Path]:
     try:
         for spec in config.envs.values():  # a missing extra stops the run before any stage
             env_module(spec.id)
-        artifacts, stages = run_pipeline(config, pipeline, console=console)
+        artifacts, stages = run_pipeline(config, pipeline, console=console, logger=logger)
         if stages:
             Console(stderr=True, width=140).print(stage_table(stages))
         out.mkdir(parents=True, exist_ok=True)
@@ -60,9 +70,13 @@ def run(cfg: DictConfig) -> dict[str, Path]:
             "artifacts": {env: a.model_dump() for env, a in artifacts.items()},
         }
         (out / PIPELINE_FILE).write_text(json.dumps(record, indent=2) + "\n")
-        paths = run_suite(config, out, variant=variant, console=console, artifacts=artifacts)
+        paths = run_suite(
+            config, out, variant=variant, console=console, artifacts=artifacts,
+            on_episode=episode_logger(logger),
+        )  # fmt: skip
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"wmkit-eval: {err}") from None
+    log_leaderboard(logger, list(ResultsFile(paths["results"]).rows()), paths)
     console.print(f"results: {paths['results']}")
     console.print(f"leaderboard: {paths['markdown']} (plot: {paths['plot']})")
     if hydra_cfg.mode.name != "MULTIRUN":

@@ -30,6 +30,7 @@ config whose ``seeds`` meet its ``train_seeds``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -51,6 +52,8 @@ from wmkit.scripts import distill as distill_script
 from wmkit.scripts import train_value as train_value_script
 from wmkit.scripts.collect import CollectConfig, collect
 from wmkit.scripts.distill import DistillConfig
+from wmkit.tracking import RunLogger
+from wmkit.trainers.value import REPORT_FILE as VALUE_REPORT_FILE
 from wmkit.trainers.value import VALUE_FILE, TrainValueConfig, train_value
 
 __all__ = [
@@ -273,9 +276,18 @@ def _needed(config: EvalConfig) -> dict[str, frozenset[str]]:
 
 
 def run_pipeline(
-    config: EvalConfig, pipeline: PipelineConfig, *, console: Console
+    config: EvalConfig,
+    pipeline: PipelineConfig,
+    *,
+    console: Console,
+    logger: RunLogger | None = None,
 ) -> tuple[dict[str, Artifacts], list[StageRun]]:
     """Run (or find cached) the training stages the suite's agents need.
+
+    With a ``logger``, the stages that run (not those found cached) log what they make:
+    distill its report under ``distill/<env>/`` and the rules as the artifact
+    ``rules-<env>``; train_value each training step and epoch under
+    ``train_value/<env>/``, its scores, and the network as the artifact ``value-<env>``.
 
     Returns:
         Per env name, what was trained for it (what :func:`~wmkit.evals.suite.run_suite`
@@ -306,9 +318,19 @@ def run_pipeline(
         if "rules" in wanted:
             runs.append(_distill_stage(config, pipeline, collected, cache_dir, console))
             rules = str(runs[-1].path / env_name / distill_script.RULES_FILE)
+            if logger is not None and not runs[-1].cached:
+                report = json.loads((runs[-1].path / distill_script.REPORT_FILE).read_text())
+                distill_script.log_report(logger, report, runs[-1].path)
         if "checkpoint" in wanted:
-            runs.append(_value_stage(config, pipeline, collected, cache_dir, console))
+            prefix = f"train_value/{env_name}"
+            steps = None if logger is None else functools.partial(logger.log_metrics, prefix=prefix)
+            runs.append(_value_stage(config, pipeline, collected, cache_dir, console, steps))
             checkpoint = str(runs[-1].path / VALUE_FILE)
+            if logger is not None and not runs[-1].cached:
+                report = json.loads((runs[-1].path / VALUE_REPORT_FILE).read_text())
+                train_value_script.log_report(
+                    logger, report, runs[-1].path, prefix=prefix, artifact=f"value-{env_name}"
+                )
         artifacts[env_name] = Artifacts(rules=rules, checkpoint=checkpoint)
     return artifacts, runs
 
@@ -379,9 +401,12 @@ def _distill_stage(
 
 def _value_stage(
     config: EvalConfig, pipeline: PipelineConfig, collected: StageRun, cache_dir: Path,
-    console: Console,
+    console: Console, log_fn: Callable[[dict[str, float], int], None] | None = None,
 ) -> StageRun:  # fmt: skip
-    """Train the value network of ``collected``'s env (``<folder>/value.pt``)."""
+    """Train the value network of ``collected``'s env (``<folder>/value.pt``).
+
+    ``log_fn`` gets the training steps' metrics (``train_value``'s).
+    """
     value_config = pipeline.train_value_config(
         [str(collected.path / collected.env)], progress=config.progress
     )
@@ -392,7 +417,7 @@ def _value_stage(
     )  # fmt: skip
 
     def make(out: Path) -> None:
-        report = train_value(value_config, out, console=console)
+        report = train_value(value_config, out, console=console, log_fn=log_fn)
         console.print(train_value_script.table(report))
 
     return _cached(cache_dir, key, make, console=console)

@@ -17,6 +17,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,12 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from wmkit.scripts.tracking import pop_logger, start_run
 from wmkit.search.value_net import CheckpointError
-from wmkit.trainers.value import TrainValueConfig, train_value
+from wmkit.tracking import RunLogger, flatten
+from wmkit.trainers.value import VALUE_FILE, TrainValueConfig, train_value
 
-__all__ = ["main", "run", "table"]
+__all__ = ["log_report", "main", "run", "table"]
 
 
 def _cell(value: float | None, digits: int = 4) -> str:
@@ -56,20 +59,47 @@ def table(report: dict[str, Any]) -> Table:
     return grid
 
 
+def log_report(
+    logger: RunLogger,
+    report: dict[str, Any],
+    out_dir: str | Path,
+    *,
+    prefix: str = "train_value",
+    artifact: str = "value",
+) -> None:
+    """Log a :func:`~wmkit.trainers.value.train_value` report: its scores and the network.
+
+    The final validation and training scores (``eval/mse``, ``eval/skill``,
+    ``eval/spearman``, ``eval/per_env/<env>/...``, ``train/...``) go under
+    ``<prefix>/final/``, and ``<out_dir>/value.pt`` is logged as the artifact
+    ``artifact`` (type ``model``).
+    """
+    scores = {"eval": report["eval"], "train": report["train"]}
+    logger.log_metrics(flatten(scores), prefix=f"{prefix}/final")
+    logger.log_artifact(artifact, "model", Path(out_dir) / VALUE_FILE)
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Validate the composed config, train, and print the table."""
     try:
-        raw = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        logger_config, raw = pop_logger(resolved, "wmkit-train-value")
         config = TrainValueConfig.model_validate(raw)
     except (ValidationError, OmegaConfBaseException) as err:  # e.g. data_dirs not given
         raise SystemExit(f"wmkit-train-value: invalid configuration:\n{err}") from None
     console = Console(stderr=True)
     out = Path(config.out_dir) if config.out_dir else Path(HydraConfig.get().runtime.output_dir)
-    try:
-        report = train_value(config, out, console=console)
-    except (ValueError, FileNotFoundError) as err:  # CheckpointError is a ValueError
-        kind = "checkpoint" if isinstance(err, CheckpointError) else "data"
-        raise SystemExit(f"wmkit-train-value: {kind} problem: {err}") from None
+    tracked = start_run(
+        logger_config, resolved, job_type="train_value", app="wmkit-train-value", folder=out
+    )
+    with tracked as logger:
+        steps = functools.partial(logger.log_metrics, prefix="train_value")
+        try:
+            report = train_value(config, out, console=console, log_fn=steps)
+        except (ValueError, FileNotFoundError) as err:  # CheckpointError is a ValueError
+            kind = "checkpoint" if isinstance(err, CheckpointError) else "data"
+            raise SystemExit(f"wmkit-train-value: {kind} problem: {err}") from None
+        log_report(logger, report, out)
     Console(width=120).print(table(report))
     console.print(f"value network: {report['value_path']} (report.json beside it)")
     return report

@@ -29,7 +29,7 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -366,9 +366,21 @@ def _mismatch(saved: dict[str, Any], now: dict[str, Any], prefix: str = "") -> l
 
 
 def train_value(
-    config: TrainValueConfig, out_dir: str | Path, *, console: Console
+    config: TrainValueConfig,
+    out_dir: str | Path,
+    *,
+    console: Console,
+    log_fn: Callable[[dict[str, float], int], None] | None = None,
 ) -> dict[str, Any]:
     """Train (or resume training) a value network; write ``value.pt`` and the report.
+
+    ``log_fn(metrics, step)``, when given, is called after every gradient step with
+    ``losses/batch_mse_std`` (that batch's loss, in standardised units) and after every
+    epoch with the epoch's ``history`` row (``epoch``, ``losses/train_mse_std``,
+    ``eval/mse``, ``charts/samples_per_s``); ``step`` counts gradient steps from the
+    first epoch (a resumed run goes on counting), e.g.
+    ``functools.partial(logger.log_metrics, prefix="train_value")`` of a
+    :class:`wmkit.tracking.RunLogger`.
 
     Returns:
         The report: ``eval`` (validation MSE, constant-predictor MSE, skill, Spearman;
@@ -433,6 +445,7 @@ def train_value(
                TimeElapsedColumn())  # fmt: skip
     with Progress(*columns, console=console, disable=not config.progress) as bar:
         task = bar.add_task("training", total=(config.epochs - start) * batches)
+        step = start * batches  # gradient steps taken, the epochs resumed from included
         for epoch in range(start, config.epochs):
             model.train()
             # Order and dropout come from (seed, epoch) alone: a resumed run replays
@@ -446,8 +459,12 @@ def train_value(
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
-                total += float(loss.detach()) * len(idx)
+                value = float(loss.detach())
+                total += value * len(idx)
                 seen += len(idx)
+                step += 1
+                if log_fn is not None:
+                    log_fn({"losses/batch_mse_std": value}, step)
                 bar.update(task, advance=1, description=f"epoch {epoch + 1}/{config.epochs}")
             secs = time.perf_counter() - began
             val_pred = _predict(model, t, val_idx, 4096)
@@ -458,6 +475,8 @@ def train_value(
                 "charts/samples_per_s": seen / secs if secs > 0 else None,
             }
             history.append(row)
+            if log_fn is not None:
+                log_fn(row, step)
             _save_last(last_path, spec, config, model, optimizer, epoch + 1, history)
 
     train_pred = _predict(model, t, train_idx, 4096)

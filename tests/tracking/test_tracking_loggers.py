@@ -14,7 +14,6 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 from pydantic import ValidationError
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from wmkit.jsonl import JsonlLog
 from wmkit.tracking import (
@@ -33,6 +32,12 @@ from wmkit.tracking import (
     redact,
     wandb_runs,
 )
+
+
+def _event_accumulator():
+    """TensorBoard's own reader (the tensorboard extra; CI installs it)."""
+    module = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    return module.EventAccumulator
 
 
 def _png(path):
@@ -117,7 +122,8 @@ def test_a_typo_in_the_logger_node_is_a_clear_error():
 
 def test_no_backend_is_a_null_logger_and_several_fan_out(tmp_path):
     assert isinstance(open_logger(LoggerConfig(), _run(tmp_path)), NullLogger)
-    both = open_logger(LoggerConfig.model_validate({"jsonl": {}, "tensorboard": {}}), _run(tmp_path))
+    config = LoggerConfig.model_validate({"jsonl": {}, "tensorboard": {}})
+    both = open_logger(config, _run(tmp_path))
     assert isinstance(both, FanOutLogger) and len(both.loggers) == 2
     both.finish()
 
@@ -183,7 +189,7 @@ def test_tensorboard_scalars_images_and_text_read_back_with_its_own_reader(tmp_p
     logger.log_image("leaderboard/plot", _png(tmp_path / "p.png"))
     logger.log_artifact("value-parcel", "model", tmp_path / "value.pt")
     logger.finish()
-    acc = EventAccumulator(str(tmp_path / "tb"), size_guidance={"tensors": 0, "images": 0})
+    acc = _event_accumulator()(str(tmp_path / "tb"), size_guidance={"tensors": 0, "images": 0})
     acc.Reload()
     assert set(acc.Tags()["scalars"]) == {"episode/drift", "train_value/loss"}
     events = acc.Scalars("episode/drift")
@@ -214,6 +220,7 @@ def test_a_missing_tensorboard_or_wandb_names_the_extra(tmp_path, monkeypatch):
 
 @pytest.fixture
 def clean_wandb_env(monkeypatch):
+    pytest.importorskip("wandb")  # the wandb extra; CI installs it
     for var in ("WANDB_MODE", "WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR",
                 "WANDB_CONFIG_DIR"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
@@ -253,8 +260,8 @@ def test_an_offline_wandb_run_reads_back_from_its_files(tmp_path, clean_wandb_en
     assert run.config["seeds"] == [0, 1] and run.config["llm"] == {"api_key": REDACTED}
     assert run.config["big"] == big
     episodes = [h for h in run.history if "episode/parcel/drift" in h]
-    assert [(h["episode/step"], h["episode/parcel/drift"]) for h in episodes] == [(1, 0.5),
-                                                                                (2, 0.25)]  # fmt: skip
+    steps = [(h["episode/step"], h["episode/parcel/drift"]) for h in episodes]
+    assert steps == [(1, 0.5), (2, 0.25)]
     assert run.summary["train_value/parcel/losses/mse"] == 0.3
     assert run.summary["train_value/parcel/step"] == 7
     assert run.summary["leaderboard"]["_type"] == "table-file"

@@ -174,8 +174,14 @@ class WandbLogger(RunLogger):
         self.run.log_artifact(artifact)
 
     def finish(self, exit_code: int = 0) -> None:
-        """Finish the run with ``exit_code`` and put W&B's folder variables back."""
+        """Finish the run with ``exit_code``, wait for W&B to write it, put its folders back.
+
+        ``run.finish`` can return before W&B's service has written the run's last
+        records; ``wandb.teardown`` waits for it (W&B's own exit hook does so too, but
+        not reliably in a launcher's worker process).
+        """
         try:
             self.run.finish(exit_code=exit_code)
+            self._wandb.teardown()
         finally:
             self._put_back()
