@@ -59,7 +59,14 @@ try:
 except ImportError:  # not on Windows; there the watching thread alone ends the worker
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["EpisodeFailed", "Heartbeat", "beat", "run_isolated"]
+__all__ = [
+    "EpisodeFailed",
+    "Heartbeat",
+    "beat",
+    "die_with_caller",
+    "run_isolated",
+    "worker_context",
+]
 
 T = TypeVar("T")
 
@@ -152,7 +159,7 @@ def _worker(
     caller: Any,
 ) -> None:
     global _BEATS
-    _die_with_caller(caller)
+    die_with_caller(caller)
     for stream, fd, path in ((sys.stdout, 1, out_path), (sys.stderr, 2, err_path)):
         if stream is not None:
             stream.flush()  # what was written before belongs where it was going
@@ -176,7 +183,7 @@ def _worker(
         sys.stderr.flush()
 
 
-def _die_with_caller(caller: Any) -> None:
+def die_with_caller(caller: Any) -> None:
     """End this worker when the process that runs it dies, even by ``SIGKILL``.
 
     ``caller`` is the read end of a pipe whose only write end the caller holds: it
@@ -244,6 +251,27 @@ def _default_start_method() -> str:
     return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
+def worker_context(
+    fn: Callable[..., Any], preload: Sequence[str] = (), start_method: str | None = None
+) -> Any:
+    """The multiprocessing context workers of ``fn`` start in (see the module doc).
+
+    ``forkserver`` where it exists (``spawn`` elsewhere), never a fork of the caller; the
+    fork server imports ``fn``'s package and the ``preload`` modules before its first
+    worker (no effect once this process's fork server runs).
+
+    Raises:
+        ValueError: the start method would fork the caller.
+    """
+    method = start_method or _default_start_method()
+    if method not in ("forkserver", "spawn"):
+        raise ValueError(f"start_method must be 'forkserver' or 'spawn', got {method!r}")
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["__main__", *_preloads(fn), *preload])
+    return ctx
+
+
 def run_isolated(
     fn: Callable[..., T],
     /,
@@ -291,15 +319,10 @@ def run_isolated(
         raise ValueError(f"total_timeout must be > 0 seconds or None, got {total_timeout}")
     if not start_timeout > 0:
         raise ValueError(f"start_timeout must be > 0 seconds, got {start_timeout}")
-    method = start_method or _default_start_method()
-    if method not in ("forkserver", "spawn"):
-        raise ValueError(f"start_method must be 'forkserver' or 'spawn', got {method!r}")
+    ctx = worker_context(fn, preload, start_method)
     if label is None:
         label = str(kwargs["game"]) if "game" in kwargs else getattr(fn, "__qualname__", repr(fn))
 
-    ctx = multiprocessing.get_context(method)
-    if method == "forkserver":  # no effect once this process's fork server runs
-        ctx.set_forkserver_preload(["__main__", *_preloads(fn), *preload])
     beats = ctx.Value("Q", 0, lock=False)
     receiver, sender = ctx.Pipe(duplex=False)
     caller, alive = ctx.Pipe(duplex=False)  # the worker holds `caller`; this process `alive`

@@ -1,7 +1,10 @@
 """The evaluation suite: every agent on every env, horizon and seed, scored and ranked.
 
 Library code takes the validated :class:`EvalConfig`, never a Hydra ``DictConfig``.
-A run is resumable: episodes already in ``results.jsonl`` are skipped.
+A run is resumable: episodes already in ``results.jsonl`` are skipped, but for those whose
+rows say they failed, which are played again (``retry_failed``) and their rows replaced.
+With ``workers`` > 1 episodes are played in worker processes (:mod:`wmkit.evals.workers`),
+the rows appended here as each finishes: the same rows, in another order.
 
 What a config cannot hold comes from the episode, passed by name by one build step
 (:func:`build_agent`) to the parts that list it in their agent's ``needs``
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -27,15 +31,17 @@ import sqlalchemy as sa
 from hydra.utils import instantiate
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from rich.console import Console
+from rich.markup import escape
 
 from wmkit.agents.types import Agent
-from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated
+from wmkit.evals.isolation import EpisodeFailed, Heartbeat
 from wmkit.evals.leaderboard import write_leaderboard
 from wmkit.evals.metrics import score_episode
 from wmkit.evals.progress import episode_description, progress_bar
 from wmkit.evals.records import EpisodeRecord, record_path, write_record
 from wmkit.evals.results import ResultsFile, episode_key
 from wmkit.evals.runner import env_module, make_env, play_episode
+from wmkit.evals.workers import Isolation, Task, run_tasks
 from wmkit.memory import StateManager, sqlite_files
 from wmkit.tracking import is_secret
 
@@ -53,6 +59,7 @@ __all__ = [
 ]
 
 TARGET_PREFIX = "wmkit."
+_LOG = logging.getLogger(__name__)
 
 
 class _Strict(BaseModel):
@@ -267,6 +274,10 @@ class EvalConfig(_Strict):
     pipeline: dict[str, Any] = Field(default_factory=dict)
     memory: MemorySpec = Field(default_factory=MemorySpec)
     resume: bool = True
+    retry_failed: bool = True
+    """On resume, play again the episodes whose rows say they failed (their rows replaced)."""
+    workers: int = Field(default=1, ge=1)
+    """Episodes played at once, each in a worker process (1: in this process, in order)."""
     progress: bool = True
     records: bool = True
     """Keep each episode's record in ``<run folder>/records/``, for ``wmkit-score``."""
@@ -476,6 +487,20 @@ def _check_artifacts(config: EvalConfig, artifacts: Mapping[str, Artifacts]) -> 
                 )
 
 
+def _log_episode(n: int, total: int, row: Mapping[str, Any]) -> None:
+    """One line per finished episode in the run's log (INFO: the log file, not the terminal)."""
+    where = f"{row['env']} h={row['horizon']} seed={row['seed']} {row['agent']}"
+    if "failed" in row:
+        _LOG.info("episode %d/%d %s failed: %s", n, total, where, row["failed"].splitlines()[0])
+        return
+    drift = row.get("drift", {}).get("mean")
+    _LOG.info(
+        "episode %d/%d %s: score %s/%s, %s steps, drift %s",
+        n, total, where, row.get("score"), row.get("max_score"), row.get("steps"),
+        "-" if drift is None else f"{drift:.3f}",
+    )  # fmt: skip
+
+
 def run_suite(
     config: EvalConfig,
     out_dir: str | Path,
@@ -517,9 +542,8 @@ def run_suite(
     _check_artifacts(config, artifacts)
     modules = {name: env_module(spec.id) for name, spec in config.envs.items()}
     results = ResultsFile(out / "results.jsonl")
-    done: dict[tuple[str, int, str, int], str] = {}
-    if config.resume:
-        done = {episode_key(r): r["spec"] for r in results.rows()}
+    rows = list(results.rows()) if config.resume else []
+    done = {episode_key(r): r["spec"] for r in rows}
 
     def trained(env_name: str, spec: AgentSpec) -> Artifacts | None:
         return artifacts.get(env_name, Artifacts()) if spec.needs.artifacts else None
@@ -544,9 +568,17 @@ def run_suite(
         for seed in config.seeds
         for agent_name, agent_spec in config.agents.items()
         if plays(agent_name, agent_spec, env_name, env_spec)
-        and (env_name, horizon, agent_name, seed) not in done
     ]
     console = console or Console(quiet=not config.progress)
+    if config.retry_failed:  # a failed row of this plan is replaced, not repeated
+        planned = {(env, horizon, agent, seed) for env, horizon, seed, agent in plan}
+        retry = [r for r in rows if "failed" in r and episode_key(r) in planned]
+        if retry:
+            rows = [r for r in rows if not ("failed" in r and episode_key(r) in planned)]
+            results.rewrite(rows)
+            done = {episode_key(r): r["spec"] for r in rows}
+            console.print(f"retrying {len(retry)} failed episodes (retry_failed=false keeps them)")
+    plan = [(e, h, s, a) for e, h, s, a in plan if (e, h, a, s) not in done]
     for agent_name, agent_spec in config.agents.items():
         if agent_spec.envs:
             console.print(f"{agent_name} plays {', '.join(agent_spec.envs)} only (its envs)")
@@ -554,39 +586,51 @@ def run_suite(
         if env_spec.agents:
             console.print(f"{env_name} is played by {', '.join(env_spec.agents)} only (its agents)")
     if done:
-        console.print(f"resuming: {len(done)} episodes already in {results.path}")
+        console.print(f"resuming: {len(done)} episodes already in {results.path}", markup=False)
+
+    def task_of(n: int, item: tuple[str, int, int, str]) -> Task:
+        env_name, horizon, seed, agent_name = item
+        spec, agent_spec = config.envs[env_name], config.agents[agent_name]
+        plan_memory = (
+            _memory_plan(config.memory, out, env_name, horizon, agent_name, seed)
+            if _needs_memory(agent_spec)
+            else None
+        )
+        args = (spec.id, horizon, spec.kwargs, agent_name, agent_spec, seed)
+        args += (spec.isolate, plan_memory, trained(env_name, agent_spec))
+        isolate = None
+        if spec.isolate:
+            isolate = Isolation(str(spec.kwargs.get("game", spec.id)), spec.heartbeat_timeout)
+        return Task((n, item), _episode, args, isolate)
+
+    tasks = [task_of(n, item) for n, item in enumerate(plan, start=1)]
     with progress_bar(console, disable=not config.progress) as bar:
         task = bar.add_task("evaluate", total=sum(horizon for _, horizon, _, _ in plan))
-        for i, (env_name, horizon, seed, agent_name) in enumerate(plan, start=1):
+
+        def describe(job: Task) -> None:
+            n, (env_name, horizon, seed, agent_name) = job.key
             bar.update(
                 task,
                 description=episode_description(
-                    "evaluate", i, len(plan), env_name, horizon, seed, agent_name
+                    "evaluate", n, len(plan), env_name, horizon, seed, agent_name
                 ),
             )
-            spec = config.envs[env_name]
-            agent_spec = config.agents[agent_name]
-            args = (spec.id, horizon, spec.kwargs, agent_name, agent_spec, seed)
-            given = trained(env_name, agent_spec)
-            plan_memory = (
-                _memory_plan(config.memory, out, env_name, horizon, agent_name, seed)
-                if _needs_memory(agent_spec)
-                else None
-            )
+
+        finished = run_tasks(
+            tasks, workers=config.workers, preload=sorted(set(modules.values())), started=describe
+        )
+        for job, outcome in finished:
+            n, (env_name, horizon, seed, agent_name) = job.key
+            spec, agent_spec = config.envs[env_name], config.agents[agent_name]
             record: EpisodeRecord | None = None
             failed = ""
-            if spec.isolate:
-                label = str(spec.kwargs.get("game", spec.id))
-                try:
-                    record = run_isolated(
-                        _episode, *args, True, plan_memory, given, label=label,
-                        heartbeat_timeout=spec.heartbeat_timeout, preload=[modules[env_name]],
-                    )  # fmt: skip
-                except EpisodeFailed as err:
-                    console.print(f"[red]episode failed[/red] {env_name} seed={seed}: {err}")
-                    failed = str(err)
+            if isinstance(outcome, EpisodeFailed):
+                console.print(
+                    f"[red]episode failed[/red] {env_name} seed={seed}: {escape(str(outcome))}"
+                )
+                failed = str(outcome)
             else:
-                record = _episode(*args, memory_plan=plan_memory, artifacts=given)
+                record = outcome
             identity = dict(
                 env=env_name,
                 env_id=spec.id,
@@ -607,6 +651,7 @@ def run_suite(
                 if config.records:  # before the row: every finished row has its record
                     write_record(where, record, identity)
             results.append(row | identity)
+            _log_episode(n, len(plan), row | identity)
             if on_episode is not None:
                 on_episode(row | identity)
             bar.advance(task, horizon)

@@ -19,11 +19,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated
 from wmkit.evals.progress import episode_description, progress_bar
@@ -39,6 +39,7 @@ from wmkit.knowledge.recording import (
     load_episodes,
 )
 from wmkit.knowledge.scenes import CuriosityDetector
+from wmkit.scripts.entry import check_failures, hydra_entry, run_console
 from wmkit.scripts.tracking import pop_logger, start_run
 from wmkit.tracking import RunLogger
 
@@ -192,7 +193,9 @@ def collect(config: CollectConfig, data_root: str | os.PathLike[str], *, console
                     else:
                         episode = _collect_episode(*args)
                 except EpisodeFailed as err:
-                    console.print(f"[red]episode failed[/red] {env_name} seed={seed}: {err}")
+                    console.print(
+                        f"[red]episode failed[/red] {env_name} seed={seed}: {escape(str(err))}"
+                    )
                     summary[env_name]["failed"] += 1
                 else:
                     writers[env_name].write(episode)
@@ -231,7 +234,7 @@ def run(cfg: DictConfig) -> dict:
 
 def _collect_run(config: CollectConfig, logger: RunLogger) -> dict:
     """The validated run: collect, log, report."""
-    console = Console(stderr=True)
+    console = run_console(stderr=True)
     out = Path(HydraConfig.get().runtime.output_dir)
     data_root = Path(config.data_dir) if config.data_dir is not None else out / "data"
     try:
@@ -243,12 +246,15 @@ def _collect_run(config: CollectConfig, logger: RunLogger) -> dict:
         console.print(
             f"{env_name}: {s['episodes']} episodes recorded ({s['steps']} steps, "
             f"{s['scenes']} scenes), {s['skipped']} already there, {s['failed']} failed "
-            f"-> {s['dir']}"
+            f"-> {s['dir']}",
+            markup=False,
         )
+    total = sum(s["episodes"] + s["skipped"] + s["failed"] for s in summary.values())
+    check_failures("wmkit-collect", total, sum(s["failed"] for s in summary.values()), console)
     return summary
 
 
-@hydra.main(version_base="1.3", config_path="pkg://wmkit.configs", config_name="collect")
+@hydra_entry("collect")
 def main(cfg: DictConfig) -> None:
     """Record trajectories and scenes (see ``wmkit-collect --help``)."""
     run(cfg)

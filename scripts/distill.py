@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -33,6 +32,7 @@ from rich.table import Table
 
 from wmkit.knowledge.recording import load_trajectories
 from wmkit.llm import ChatClient
+from wmkit.scripts.entry import hydra_entry, run_console
 from wmkit.scripts.tracking import pop_logger, start_run
 from wmkit.tracking import RunLogger, flatten
 from wmkit.trainers.distill import (
@@ -241,7 +241,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         config = DistillConfig.model_validate(raw)
     except (ValidationError, OmegaConfBaseException) as err:  # e.g. data_dirs not given
         raise SystemExit(f"wmkit-distill: invalid configuration:\n{err}") from None
-    console = Console(stderr=True)
+    console = run_console(stderr=True)
     out = Path(config.out_dir) if config.out_dir else Path(HydraConfig.get().runtime.output_dir)
     tracked = start_run(
         logger_config, resolved, job_type="distill", app="wmkit-distill", folder=out
@@ -252,12 +252,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         except (ValueError, FileNotFoundError) as err:
             raise SystemExit(f"wmkit-distill: {err}") from None
         log_report(logger, report, out)
-    Console(width=120).print(table(report))
-    console.print(f"rules and report: {out}")
+    run_console(width=120).print(table(report))
+    console.print(f"rules and report: {out}", markup=False)
     return report
 
 
-@hydra.main(version_base="1.3", config_path="pkg://wmkit.configs", config_name="distill")
+@hydra_entry("distill")
 def main(cfg: DictConfig) -> None:
     """Distil rules and score them (see ``wmkit-distill --help``)."""
     run(cfg)

@@ -18,15 +18,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from pydantic import ValidationError
-from rich.console import Console
 
 from wmkit.evals.results import ResultsFile
 from wmkit.evals.runner import env_module
 from wmkit.evals.suite import EvalConfig, run_suite
+from wmkit.scripts.entry import check_failures, hydra_entry, run_console
 from wmkit.scripts.pipeline import PipelineConfig, run_pipeline, stage_table
 from wmkit.scripts.tracking import episode_logger, log_leaderboard, pop_logger, start_run
 from wmkit.tracking import RunLogger
@@ -53,7 +52,7 @@ def run(cfg: DictConfig) -> dict[str, Path]:
 
 def _evaluate(config: EvalConfig, pipeline: PipelineConfig, logger: RunLogger) -> dict[str, Path]:
     """The validated run: the stages, the suite and the leaderboard, logged as they finish."""
-    console = Console(stderr=True)
+    console = run_console(stderr=True)
     hydra_cfg = HydraConfig.get()
     out = Path(hydra_cfg.runtime.output_dir)
     # A sweep job's own overrides tell it apart from its siblings in a merged leaderboard.
@@ -63,7 +62,7 @@ def _evaluate(config: EvalConfig, pipeline: PipelineConfig, logger: RunLogger) -
             env_module(spec.id)
         artifacts, stages = run_pipeline(config, pipeline, console=console, logger=logger)
         if stages:
-            Console(stderr=True, width=140).print(stage_table(stages))
+            run_console(stderr=True, width=140).print(stage_table(stages))
         out.mkdir(parents=True, exist_ok=True)
         record = {
             "stages": [s._replace(path=str(s.path))._asdict() for s in stages],
@@ -77,14 +76,16 @@ def _evaluate(config: EvalConfig, pipeline: PipelineConfig, logger: RunLogger) -
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"wmkit-eval: {err}") from None
     log_leaderboard(logger, list(ResultsFile(paths["results"]).rows()), paths)
-    console.print(f"results: {paths['results']}")
-    console.print(f"leaderboard: {paths['markdown']} (plot: {paths['plot']})")
+    console.print(f"results: {paths['results']}", markup=False)
+    console.print(f"leaderboard: {paths['markdown']} (plot: {paths['plot']})", markup=False)
     if hydra_cfg.mode.name != "MULTIRUN":
         print(paths["markdown"].read_text())
+    rows = list(ResultsFile(paths["results"]).rows())
+    check_failures("wmkit-eval", len(rows), sum("failed" in r for r in rows), console)
     return paths
 
 
-@hydra.main(version_base="1.3", config_path="pkg://wmkit.configs", config_name="eval")
+@hydra_entry("eval", scratch=[PIPELINE_FILE])
 def main(cfg: DictConfig) -> None:
     """Run the evaluation suite (see ``wmkit-eval --help``)."""
     run(cfg)

@@ -21,14 +21,13 @@ import functools
 from pathlib import Path
 from typing import Any
 
-import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
 
+from wmkit.scripts.entry import hydra_entry, run_console
 from wmkit.scripts.tracking import pop_logger, start_run
 from wmkit.search.value_net import CheckpointError
 from wmkit.tracking import RunLogger, flatten
@@ -87,7 +86,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         config = TrainValueConfig.model_validate(raw)
     except (ValidationError, OmegaConfBaseException) as err:  # e.g. data_dirs not given
         raise SystemExit(f"wmkit-train-value: invalid configuration:\n{err}") from None
-    console = Console(stderr=True)
+    console = run_console(stderr=True)
     out = Path(config.out_dir) if config.out_dir else Path(HydraConfig.get().runtime.output_dir)
     tracked = start_run(
         logger_config, resolved, job_type="train_value", app="wmkit-train-value", folder=out
@@ -100,12 +99,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             kind = "checkpoint" if isinstance(err, CheckpointError) else "data"
             raise SystemExit(f"wmkit-train-value: {kind} problem: {err}") from None
         log_report(logger, report, out)
-    Console(width=120).print(table(report))
-    console.print(f"value network: {report['value_path']} (report.json beside it)")
+    run_console(width=120).print(table(report))
+    console.print(f"value network: {report['value_path']} (report.json beside it)", markup=False)
     return report
 
 
-@hydra.main(version_base="1.3", config_path="pkg://wmkit.configs", config_name="train_value")
+@hydra_entry("train_value")
 def main(cfg: DictConfig) -> None:
     """Train the value network (see ``wmkit-train-value --help``)."""
     run(cfg)
