@@ -48,11 +48,13 @@ __all__ = [
     "RecordHeader",
     "StepLine",
     "StepRecord",
+    "encode_record",
     "episode_label",
     "read_record",
     "record_path",
     "record_paths",
     "write_record",
+    "write_record_file",
 ]
 
 RECORDS_DIR = "records"
@@ -279,9 +281,25 @@ def write_record(
     Raises:
         TypeError: ``meta`` is not JSON-serialisable (nothing is written).
     """
-    path = Path(path)
+    return write_record_file(path, encode_record(record, meta))
+
+
+def encode_record(record: EpisodeRecord, meta: Mapping[str, Any] | None = None) -> bytes:
+    """The bytes of ``record``'s file (what :func:`write_record` writes).
+
+    A worker process encodes its episode and sends these bytes, a fraction of the
+    pickled record, for the caller to write (:func:`write_record_file`).
+
+    Raises:
+        TypeError: ``meta`` is not JSON-serialisable.
+    """
     # mtime=0: the same episode gives the same bytes.
-    data = gzip.compress(b"".join(_encode(record, meta or {})), _COMPRESS_LEVEL, mtime=0)
+    return gzip.compress(b"".join(_encode(record, meta or {})), _COMPRESS_LEVEL, mtime=0)
+
+
+def write_record_file(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write a record file's bytes (:func:`encode_record`) to ``path`` atomically."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

@@ -38,7 +38,7 @@ from wmkit.evals.isolation import EpisodeFailed, Heartbeat
 from wmkit.evals.leaderboard import write_leaderboard
 from wmkit.evals.metrics import score_episode
 from wmkit.evals.progress import episode_description, progress_bar
-from wmkit.evals.records import EpisodeRecord, record_path, write_record
+from wmkit.evals.records import EpisodeRecord, encode_record, record_path, write_record_file
 from wmkit.evals.results import ResultsFile, episode_key
 from wmkit.evals.runner import env_module, make_env, play_episode
 from wmkit.evals.workers import Isolation, Task, run_tasks
@@ -453,6 +453,28 @@ def _episode(
             _close_memory(memory, memory_plan)
 
 
+class Played(NamedTuple):
+    """A finished episode as its worker sends it back: its row and its record file's bytes.
+
+    Both are small beside the pickled :class:`EpisodeRecord` (a 500-step episode pickles
+    in about a third of the time it takes to play), so the worker scores and encodes.
+    """
+
+    row: dict[str, Any]
+    record: bytes | None
+
+
+def _play(episode: tuple, identity: dict[str, Any], records: bool) -> Played:
+    """Play one episode (:func:`_episode` of ``episode``), score it and encode its record.
+
+    Runs where the episode runs: in this process, a worker of ``workers``, or an isolated
+    worker. ``identity`` is the episode's place in the suite (the record's meta);
+    ``records`` False: no record is encoded.
+    """
+    record = _episode(*episode)
+    return Played(score_episode(record), encode_record(record, identity) if records else None)
+
+
 def fingerprint(*specs: BaseModel) -> str:
     """A short hash of the specs: a resumed run refuses rows made with other settings.
 
@@ -588,6 +610,20 @@ def run_suite(
     if done:
         console.print(f"resuming: {len(done)} episodes already in {results.path}", markup=False)
 
+    def identity_of(env_name: str, horizon: int, seed: int, agent_name: str) -> dict[str, Any]:
+        agent_spec = config.agents[agent_name]
+        return dict(
+            env=env_name,
+            env_id=config.envs[env_name].id,
+            horizon=horizon,
+            seed=seed,
+            agent=agent_name,
+            oracle=agent_spec.oracle,
+            privileged=list(agent_spec.privileged),
+            variant=variant,
+            spec=specs[(env_name, agent_name)],
+        )
+
     def task_of(n: int, item: tuple[str, int, int, str]) -> Task:
         env_name, horizon, seed, agent_name = item
         spec, agent_spec = config.envs[env_name], config.agents[agent_name]
@@ -596,12 +632,13 @@ def run_suite(
             if _needs_memory(agent_spec)
             else None
         )
-        args = (spec.id, horizon, spec.kwargs, agent_name, agent_spec, seed)
-        args += (spec.isolate, plan_memory, trained(env_name, agent_spec))
+        episode = (spec.id, horizon, spec.kwargs, agent_name, agent_spec, seed)
+        episode += (spec.isolate, plan_memory, trained(env_name, agent_spec))
+        args = (episode, identity_of(*item), config.records)
         isolate = None
         if spec.isolate:
             isolate = Isolation(str(spec.kwargs.get("game", spec.id)), spec.heartbeat_timeout)
-        return Task((n, item), _episode, args, isolate)
+        return Task((n, item), _play, args, isolate)
 
     tasks = [task_of(n, item) for n, item in enumerate(plan, start=1)]
     with progress_bar(console, disable=not config.progress) as bar:
@@ -621,35 +658,18 @@ def run_suite(
         )
         for job, outcome in finished:
             n, (env_name, horizon, seed, agent_name) = job.key
-            spec, agent_spec = config.envs[env_name], config.agents[agent_name]
-            record: EpisodeRecord | None = None
-            failed = ""
+            identity = job.args[1]
+            where = record_path(out, env_name, horizon, agent_name, seed)
             if isinstance(outcome, EpisodeFailed):
                 console.print(
                     f"[red]episode failed[/red] {env_name} seed={seed}: {escape(str(outcome))}"
                 )
-                failed = str(outcome)
-            else:
-                record = outcome
-            identity = dict(
-                env=env_name,
-                env_id=spec.id,
-                horizon=horizon,
-                seed=seed,
-                agent=agent_name,
-                oracle=agent_spec.oracle if record is None else record.oracle,
-                privileged=list(agent_spec.privileged),
-                variant=variant,
-                spec=specs[(env_name, agent_name)],
-            )
-            where = record_path(out, env_name, horizon, agent_name, seed)
-            if record is None:
-                row: dict[str, Any] = {"failed": failed}
+                row: dict[str, Any] = {"failed": str(outcome)}
                 where.unlink(missing_ok=True)  # a finished earlier try's record is not this row's
             else:
-                row = score_episode(record)
-                if config.records:  # before the row: every finished row has its record
-                    write_record(where, record, identity)
+                row = outcome.row
+                if outcome.record is not None:  # before the row: every finished row has its record
+                    write_record_file(where, outcome.record)
             results.append(row | identity)
             _log_episode(n, len(plan), row | identity)
             if on_episode is not None:

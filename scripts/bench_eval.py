@@ -12,6 +12,17 @@ both times, their ratio, and whether the intervals are identical.
     python scripts/bench_eval.py                      # every part
     python scripts/bench_eval.py --part leaderboard --results runs/<date>/results.jsonl
 
+``workers``: the main job's wall time with ``workers=1`` and ``workers=2`` (episodes
+played in that many worker processes, :mod:`wmkit.evals.workers`), each a real
+``wmkit-eval`` run into a new run folder, on ``--experiment`` (default ``debug``, about 2
+minutes; ``--experiment none`` is the default main job, about 13 minutes warm) plus any
+``--overrides``. A first run with ``workers=1`` warms the training stages' cache (the
+``--cache-dir``, by default ``runs/cache`` as the main job's; ``--no-warmup`` when it is
+warm already), so the two timed runs evaluate only; it prints both times and their ratio.
+
+    python scripts/bench_eval.py --part workers                   # experiment=debug
+    python scripts/bench_eval.py --part workers --experiment none --no-warmup
+
 Each part is a function in :data:`PARTS` taking the parsed arguments; a new part adds
 its function there and its options to :func:`parser`.
 """
@@ -20,6 +31,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -166,7 +180,43 @@ def bench_leaderboard(args: argparse.Namespace) -> None:
     print(f"  intervals identical: {'yes' if _same(found['before'], found['after']) else 'NO'}")
 
 
-PARTS: dict[str, Callable[[argparse.Namespace], None]] = {"leaderboard": bench_leaderboard}
+def _timed_eval(overrides: Sequence[str], run_dir: Path) -> float:
+    """Run ``wmkit-eval`` with ``overrides`` into ``run_dir``; return its wall time (s)."""
+    command = [sys.executable, "-m", "wmkit.scripts.eval", *overrides, f"hydra.run.dir={run_dir}"]
+    start = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(
+            f"bench_eval: wmkit-eval exited {proc.returncode} ({' '.join(overrides)}):\n"
+            f"{proc.stderr[-3000:]}"
+        )
+    return seconds
+
+
+def bench_workers(args: argparse.Namespace) -> None:
+    """Time the main job (warm stages) with workers=1, then workers=2, into new run folders."""
+    overrides = [] if args.experiment == "none" else [f"experiment={args.experiment}"]
+    overrides += [*args.overrides, f"pipeline.cache_dir={args.cache_dir}", "progress=false"]
+    label = " ".join(overrides)
+    print(f"main job: wmkit-eval {label}, on {os.cpu_count()} cores", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.warmup:
+            seconds = _timed_eval([*overrides, "workers=1"], Path(tmp) / "warmup")
+            print(f"  warm-up (stages cached, workers=1) {seconds:7.1f} s", flush=True)
+        times = {}
+        for workers in (1, 2):
+            run_dir = Path(tmp) / f"workers{workers}"
+            times[workers] = _timed_eval([*overrides, f"workers={workers}"], run_dir)
+            episodes = len(list(ResultsFile(run_dir / "results.jsonl").rows()))
+            print(f"  workers={workers}: {times[workers]:7.1f} s ({episodes} episodes)", flush=True)
+    print(f"  ratio workers=1 / workers=2: {times[1] / times[2]:.2f}x")
+
+
+PARTS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "leaderboard": bench_leaderboard,
+    "workers": bench_workers,
+}
 """The benchmark's parts, by ``--part`` name, in the order ``--part all`` runs them."""
 
 
@@ -179,6 +229,15 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--seeds", type=int, default=5, help="seeds of the synthetic rows")
     g.add_argument("--horizons", type=int, nargs="+", default=[50, 200, 500])
     g.add_argument("--reps", type=int, default=stats.REPS, help="bootstrap replicates")
+    g = p.add_argument_group("workers")
+    g.add_argument(
+        "--experiment", default="debug", help="the experiment option, or none: the default job"
+    )
+    g.add_argument("--overrides", nargs="*", default=[], help="more wmkit-eval overrides")
+    g.add_argument("--cache-dir", default="runs/cache", help="the training stages' cache")
+    g.add_argument(
+        "--no-warmup", dest="warmup", action="store_false", help="the cache is warm already"
+    )
     return p
 
 
