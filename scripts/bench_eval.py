@@ -16,9 +16,10 @@ both times, their ratio, and whether the intervals are identical.
 played in that many worker processes, :mod:`wmkit.evals.workers`), each a real
 ``wmkit-eval`` run into a new run folder, on ``--experiment`` (default ``debug``, about 2
 minutes; ``--experiment none`` is the default main job, about 13 minutes warm) plus any
-``--overrides``. A first run with ``workers=1`` warms the training stages' cache (the
-``--cache-dir``, by default ``runs/cache`` as the main job's; ``--no-warmup`` when it is
-warm already), so the two timed runs evaluate only; it prints both times and their ratio.
+``--overrides``. A first small run (one seed, h=20) warms the training stages' cache
+(the ``--cache-dir``, by default ``runs/cache`` as the main job's; ``--no-warmup`` when
+it is warm already), so the two timed runs evaluate only; it prints both times and their
+ratio.
 
     python scripts/bench_eval.py --part workers                   # experiment=debug
     python scripts/bench_eval.py --part workers --experiment none --no-warmup
@@ -201,9 +202,10 @@ def bench_workers(args: argparse.Namespace) -> None:
     label = " ".join(overrides)
     print(f"main job: wmkit-eval {label}, on {os.cpu_count()} cores", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        if args.warmup:
-            seconds = _timed_eval([*overrides, "workers=1"], Path(tmp) / "warmup")
-            print(f"  warm-up (stages cached, workers=1) {seconds:7.1f} s", flush=True)
+        if args.warmup:  # the stages do not depend on the evaluated seeds and horizons
+            small = [o for o in overrides if not o.startswith(("seeds=", "horizons="))]
+            seconds = _timed_eval([*small, "seeds=[0]", "horizons=[20]"], Path(tmp) / "warmup")
+            print(f"  warm-up (stages and games cached; seed 0, h=20) {seconds:7.1f} s", flush=True)
         times = {}
         for workers in (1, 2):
             run_dir = Path(tmp) / f"workers{workers}"

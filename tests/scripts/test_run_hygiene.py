@@ -88,3 +88,14 @@ def test_help_documents_the_exit_codes(tmp_path):
     assert "Exit codes: 0 every episode finished; 1 a usage, configuration or run error" in text
     assert "2 every episode failed; 3 some episodes failed" in text
     assert set(EXIT_CODES) == {0, 1, 2, 3}
+
+
+def test_a_sweep_job_whose_episodes_all_failed_fails_and_the_others_still_run(tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = _eval(
+        "-m", *TINY, "~env@envs.smarthome", *BROKEN_PARCEL, "seeds=[0],[1]",
+        f"hydra.sweep.dir={sweep}", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "EpisodesFailed: wmkit-eval: every episode failed (1 of 1" in proc.stderr
+    assert sorted(p.parent.name for p in sweep.glob("*/results.jsonl")) == ["0", "1"]
