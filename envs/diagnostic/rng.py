@@ -78,6 +78,26 @@ class StepRng:
         v = int(u / rate * paraphrases)
         return v + 1 if v < paraphrases else paraphrases
 
+    def line(self, form: Any, rate: float, texts: tuple[str, ...]) -> str:
+        """Return a line of ``form``: a paraphrase drawn as :meth:`variant` does, filled.
+
+        ``form`` is a :class:`~wmkit.envs.diagnostic.text.Form` and ``texts`` its surface
+        texts in its ``order``: what ``form.line(self.variant(form.paraphrases, rate),
+        texts)`` returns, in one call (the step path draws a few lines a step); a form
+        without paraphrases draws nothing.
+        """
+        variant = 0
+        if paraphrases := form.paraphrases:
+            self.x = x = (self.x * 0x5DEECE66D + 11) & _M48
+            u = x * 3.552713678800501e-15
+            if u < rate:
+                v = int(u / rate * paraphrases)
+                variant = v + 1 if v < paraphrases else paraphrases
+        if not texts:
+            return form.formats[variant]
+        reorder = form.reorders[variant]
+        return form.formats[variant] % (texts if reorder is None else reorder(texts))
+
     @classmethod
     def at(cls, x: int) -> StepRng:
         """Return a generator standing at position ``x``, without seeding.

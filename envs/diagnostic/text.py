@@ -263,19 +263,6 @@ class Form:
         """Return variant ``variant`` filled with canonical ``values`` (in ``order``)."""
         return self.line(variant, tuple([f(v) for f, v in zip(self.to_text, values, strict=True)]))
 
-    def draw(self, rng: Any, rate: float, texts: tuple[str, ...]) -> str:
-        """Return a line: a paraphrase at ``rate``, filled with surface ``texts`` (in ``order``).
-
-        What ``line(rng.variant(paraphrases, rate), texts)`` returns, in one call fewer
-        (the step path renders a few lines a step); a kind without paraphrases draws
-        nothing. ``rng`` is the step's :class:`~wmkit.envs.diagnostic.rng.StepRng`.
-        """
-        variant = rng.variant(self.paraphrases, rate) if self.paraphrases else 0
-        if not texts:
-            return self.formats[variant]
-        reorder = self.reorders[variant]
-        return self.formats[variant] % (texts if reorder is None else reorder(texts))
-
     def frame(self, variant: int, values: tuple[str, ...]) -> tuple[str, str]:
         """Return variant ``variant`` split at its last slot (in ``order``): ``(head, tail)``.
 

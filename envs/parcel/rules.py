@@ -7,7 +7,7 @@ delays, deliveries and the customers' and depot's news (``run_events``) and the 
 command is answered and the world left as it was (``reject``).
 
 Every draw comes from the step's ``StepRng``; every line from ``VOICE.forms``
-(``Form.draw``: a paraphrase drawn at the rate, and the form filled).
+(``StepRng.line``: a paraphrase drawn at the rate, and the form filled).
 """
 
 from __future__ import annotations
@@ -182,12 +182,12 @@ _Reply = tuple[Form, tuple[str, ...], tuple[str, ...]]
 
 
 def _wait(d: Draft, command: tuple[str, ...]) -> None:
-    d.lines.append(_WAITED.draw(d.rng, d.rate, ()))
+    d.lines.append(d.rng.line(_WAITED, d.rate, ()))
 
 
 def _notify(d: Draft, command: tuple[str, ...]) -> None:
     person = command[1]
-    d.lines.append(_NOTIFIED.draw(d.rng, d.rate, (SURFACE[person],)))
+    d.lines.append(d.rng.line(_NOTIFIED, d.rate, (SURFACE[person],)))
     d.said.append(person)
 
 
@@ -231,7 +231,7 @@ def _on_parcel(d: Draft, command: tuple[str, ...]) -> _Reply | None:
         form, texts, names = _ESCALATED, (label, SURFACE[hub]), (pid, hub)
     else:
         form, texts = _NOT_DELAYED, (label,)
-    d.lines.append(form.draw(d.rng, d.rate, texts))
+    d.lines.append(d.rng.line(form, d.rate, texts))
     d.said += names
     if new is not None:
         d.acted = ((i, p, new),)
@@ -267,7 +267,8 @@ def run_events(d: Draft, load: int, indirection: float) -> None:
     requests that can be served, the scripted solver's score.
     """
     # The hottest loop of a step: locals, and the forms' formats filled directly (a
-    # call fewer than Form.draw; these kinds need no reordering, checked at import).
+    # few bytecodes fewer than StepRng.line; these kinds need no reordering, checked
+    # at import).
     step, rng, rate, lines, said, live = d.step, d.rng, d.rate, d.lines, d.said, d.live
     delivered = []
     for k, p in enumerate(live):
@@ -317,7 +318,7 @@ def run_events(d: Draft, load: int, indirection: float) -> None:
         p = live[k]
         address = _address(rng, (p[_ADDRESS],))
         live[k] = _readdressed(p, address, step, p[_REQUEST])
-        lines.append(_FIX_ADDRESS.draw(rng, rate, (SURFACE[p[_ID]], ADDRESS_TEXT[address])))
+        lines.append(rng.line(_FIX_ADDRESS, rate, (SURFACE[p[_ID]], ADDRESS_TEXT[address])))
         said.append(p[_ID])
 
 
@@ -371,7 +372,7 @@ def book(d: Draft) -> None:
     texts = (
         surface[pid], surface[sender], surface[receiver], ADDRESS_TEXT[address], surface[origin]
     )  # fmt: skip
-    d.lines.append(_BOOKING.draw(rng, d.rate, texts))
+    d.lines.append(rng.line(_BOOKING, d.rate, texts))
     d.said += (pid, sender, receiver, origin)
     i = len(index)  # every parcel booked so far has an id in the index
     d.active += (i,)
@@ -410,7 +411,7 @@ def _request(d: Draft, k: int, recorrect: bool, indirection: float) -> None:
         texts += (ADDRESS_TEXT[p[_REQUESTED]],)
     else:
         form = _REQUEST_DESC if by_description else _REQUEST_ID
-    d.lines.append(form.draw(rng, d.rate, texts))
+    d.lines.append(rng.line(form, d.rate, texts))
     d.said += names
     # A description is resolved through the booking that stated sender and receiver,
     # so the answer depends on that older observation.
@@ -433,7 +434,7 @@ def chatter(d: Draft, distractors: int) -> None:
 
 def say_intro(d: Draft) -> None:
     """The first line of an episode."""
-    d.lines.append(_INTRO.draw(d.rng, d.rate, ()))
+    d.lines.append(d.rng.line(_INTRO, d.rate, ()))
 
 
 # --- the next state ------------------------------------------------------------------------
@@ -462,7 +463,7 @@ def reject(state: ParcelState, d: Draft, reply: _Reply) -> ParcelState:
     form, texts, names = reply
     return state._replace(
         step=d.step,
-        text=form.draw(d.rng, d.rate, texts),
+        text=d.rng.line(form, d.rate, texts),
         said=names,
         advanced=False,
         before=d.before,

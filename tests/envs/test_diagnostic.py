@@ -355,3 +355,25 @@ def test_voice_compiles_one_form_per_kind_in_the_declared_order():
         Voice(book, orders={"moved": "box"})
     with pytest.raises(ValueError, match="unknown kinds"):
         Voice(book, orders={"nope": "box"})
+
+
+def test_step_rng_line_is_the_form_line_of_the_variant_drawn_in_one_call():
+    book = TextBook(
+        [
+            MessageKind("moved", ("{box} went to {shelf}.", "To {shelf} went {box}.")),
+            MessageKind("idle", ("Nothing.",)),
+        ],
+        {"box": SlotType(r"\w+", str, str), "shelf": SlotType(r"\w+", str, str)},
+    )
+    voice = Voice(book, orders={"moved": "shelf box"})
+    moved, idle = voice.forms["moved"], voice.forms["idle"]
+    lines = set()
+    for step in range(200):
+        a, b = StepRng(3, step), StepRng(3, step)
+        line = a.line(moved, 0.5, ("a", "X"))
+        assert line == moved.line(b.variant(moved.paraphrases, 0.5), ("a", "X"))
+        assert a.x == b.x  # the same one draw
+        lines.add(line)
+        c = StepRng(3, step)
+        assert c.line(idle, 0.5, ()) == "Nothing." and c.x == StepRng(3, step).x  # no draw
+    assert lines == {"X went to a.", "To a went X."}
