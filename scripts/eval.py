@@ -75,12 +75,16 @@ def _evaluate(config: EvalConfig, pipeline: PipelineConfig, logger: RunLogger) -
         )  # fmt: skip
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"wmkit-eval: {err}") from None
-    log_leaderboard(logger, list(ResultsFile(paths["results"]).rows()), paths)
+    rows = list(ResultsFile(paths["results"]).rows())
+    log_leaderboard(logger, rows, paths)
     console.print(f"results: {paths['results']}", markup=False)
-    console.print(f"leaderboard: {paths['markdown']} (plot: {paths['plot']})", markup=False)
+    console.print(
+        f"leaderboard: {paths['markdown']} (page: {paths['html']}, plot: {paths['plot']}, "
+        f"table: {paths['csv']})",
+        markup=False,
+    )
     if hydra_cfg.mode.name != "MULTIRUN":
         print(paths["markdown"].read_text())
-    rows = list(ResultsFile(paths["results"]).rows())
     check_failures("wmkit-eval", len(rows), sum("failed" in r for r in rows), console)
     return paths
 

@@ -18,9 +18,9 @@ EPILOG = """\
 The run must have been made with records=true (wmkit-eval's default): each finished
 episode is then kept in RUN_DIR/records/<env>__h<h>__<agent>__s<seed>.jsonl.gz.
 results.jsonl is rewritten atomically (rows of failed episodes are kept as they were),
-then leaderboard.md and leaderboard.png. A scorer is a function taking a
-wmkit.evals.records.EpisodeRecord and returning the row's metrics as a JSON-ready dict;
-start from wmkit.evals.metrics:score_episode and add keys.
+then the leaderboard (leaderboard.md, .csv, .png, .html; results_tidy.csv). A scorer
+is a function taking a wmkit.evals.records.EpisodeRecord and returning the row's
+metrics as a JSON-ready dict; start from wmkit.evals.metrics:score_episode and add keys.
 """
 
 
@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.exit(2, f"wmkit-score: {err}\n")
     kept = f", {done.failed} failed rows kept" if done.failed else ""
     print(f"rescored {done.rescored} episodes{kept} -> {done.paths['results']}")
-    print(f"leaderboard: {done.paths['markdown']} (plot: {done.paths['plot']})")
+    print(f"leaderboard: {done.paths['markdown']} (page: {done.paths['html']})")
 
 
 if __name__ == "__main__":
