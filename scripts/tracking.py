@@ -32,7 +32,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import ValidationError
 
-from wmkit.evals.leaderboard import CONFUSION_KEYS, Summary, summarise
+from wmkit.evals.cells import episode_metrics as cell_metrics
+from wmkit.evals.leaderboard import Summary, summarise
 from wmkit.evals.stats import Aggregate
 from wmkit.tracking import LoggerConfig, RunInfo, RunLogger, open_logger, redact
 
@@ -155,33 +156,19 @@ def start_run(
 
 
 def episode_metrics(row: Mapping[str, Any]) -> dict[str, float]:
-    """The per-episode numbers of a results row (``failed`` rows: ``{"failed": 1.0}``).
+    """The per-episode numbers of a results row, as the tracking logs show them.
 
-    ``drift`` (the episode's mean), ``drift_slope``, ``breakage`` (share of its probes
-    answered wrong), ``stale_use``, ``score``, ``steps`` and ``confusion/<key>`` for
-    each of :data:`~wmkit.evals.leaderboard.CONFUSION_KEYS`; a number the episode had
-    nothing to measure with (NaN, no probes) is left out.
+    The leaderboard's own (:func:`wmkit.evals.cells.episode_metrics`: ``drift``,
+    ``drift_slope``, ``breakage``, ``stale_use``, ``score``, ``normalised_score``,
+    ``confusion_<key>``, ...), plus ``steps``; a ``failed`` row is ``{"failed": 1.0}``.
     """
     if "failed" in row:
         return {"failed": 1.0}
-    drift = row.get("drift", {})
-    out = {
-        "drift": drift.get("mean"),
-        "drift_slope": drift.get("slope"),
-        "stale_use": row.get("stale_use"),
-        "score": row.get("score"),
-        "steps": row.get("steps"),
-    }
-    probes = row.get("probes") or []
-    if probes:
-        out["breakage"] = sum(not ok for _, ok, _ in probes) / len(probes)
-    confusion = row.get("confusion") or {}
-    out |= {f"confusion/{k}": confusion.get(k) for k in CONFUSION_KEYS}
-    return {
-        k: float(v)
-        for k, v in out.items()
-        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-    }
+    out = cell_metrics(row)
+    steps = row.get("steps")
+    if isinstance(steps, int | float) and not isinstance(steps, bool) and math.isfinite(steps):
+        out["steps"] = float(steps)
+    return out
 
 
 def episode_logger(logger: RunLogger) -> Callable[[dict[str, Any]], None]:
