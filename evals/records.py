@@ -120,12 +120,16 @@ class EpisodeRecord:
         agent: the agent's name.
         oracle: whether the agent read ground truth.
         steps: one :class:`StepRecord` per step, at least one.
+        usage: what the agent's language models cost in the episode
+            (:meth:`wmkit.llm.types.Usage.as_dict`: calls, cached, tokens_in,
+            tokens_out, seconds, cost, valid, repaired, failed); None without one.
     """
 
     seed: int
     agent: str
     oracle: bool
     steps: tuple[StepRecord, ...]
+    usage: dict[str, float] | None = None
 
     @property
     def length(self) -> int:

@@ -101,6 +101,13 @@ class _Recorder:
     ) -> StepRecord:
         tracked, truth = tracker.state, WorldState(info["wm.state"])
         probes = tuple(Probe(*p) for p in info.get("wm.probes", ()))
+        answers = tuple(tracked.value(p.subject, p.relation) for p in probes)
+        answer = getattr(tracker, "answer", None)
+        # A tracker that answers questions itself (an LLM reading its window) is asked
+        # them: the subject and relation only, never the answer. The final step's
+        # probes are not scored (metrics.probe_outcomes), so they are not asked.
+        if answer is not None and probes and not (terminated or truncated):
+            answers = tuple(answer([(p.subject, p.relation) for p in probes]))
         delta = info.get("wm.delta", {})
         step = StepRecord(
             action=action,
@@ -113,7 +120,7 @@ class _Recorder:
             true_event=_delta(delta.get("event", {})),
             mentioned=tuple(info.get("wm.mentioned", ())),
             probes=probes,
-            answers=tuple(tracked.value(p.subject, p.relation) for p in probes),
+            answers=answers,
             score=int(info.get("score", 0)),
             max_score=int(info.get("max_score", 0)),
             terminated=bool(terminated),
@@ -127,8 +134,10 @@ def play_episode(env: gymnasium.Env, agent: Agent, seed: int) -> EpisodeRecord:
     """Play one episode to its end and record every step; no scoring happens here.
 
     Step 0 is the state after ``reset``; step t follows the t-th command. The policy
-    acts on the tracked state of the step it is at.
+    acts on the tracked state of the step it is at. The record's ``usage`` is what the
+    agent's language models cost during the episode (None without one).
     """
+    spent = agent.usage()
     observation, info = env.reset(seed=seed)
     agent.tracker.reset(observation, agent.view(info))
     agent.policy.reset(np.random.default_rng(seed))
@@ -143,7 +152,16 @@ def play_episode(env: gymnasium.Env, agent: Agent, seed: int) -> EpisodeRecord:
         )
         if terminated or truncated:
             break
-    return EpisodeRecord(seed=seed, agent=agent.name, oracle=agent.oracle, steps=tuple(steps))
+    usage = agent.usage()
+    if usage is not None and spent is not None:
+        usage = usage - spent
+    return EpisodeRecord(
+        seed=seed,
+        agent=agent.name,
+        oracle=agent.oracle,
+        steps=tuple(steps),
+        usage=None if usage is None else usage.as_dict(),
+    )
 
 
 def run_episode(env: gymnasium.Env, agent: Agent, seed: int) -> dict[str, Any]:

@@ -248,6 +248,10 @@ class EvalConfig(_Strict):
     progress: bool = True
     records: bool = True
     """Keep each episode's record in ``<run folder>/records/``, for ``wmkit-score``."""
+    llm: dict[str, Any] | None = None
+    """The ``llm`` group as composed (``client``, ``serve``, ``budget``): the LLM agents
+    get its ``client`` by interpolation; ``wmkit-eval`` starts ``serve`` when nothing
+    answers at the client's ``base_url`` and an LLM agent is in the suite."""
 
     @model_validator(mode="after")
     def _train_seeds_never_evaluated(self) -> EvalConfig:

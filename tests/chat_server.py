@@ -84,6 +84,7 @@ class Reply:
         flood: send a body of this many bytes of JSON whitespace, made as it is sent.
         announce: give the flood a ``Content-Length`` (else it ends when the
             connection closes).
+        tokens: the ``(prompt_tokens, completion_tokens)`` its ``usage`` reports.
     """
 
     content: str | None = ""
@@ -100,11 +101,14 @@ class Reply:
     raw_response: bytes | None = None
     flood: int = 0
     announce: bool = True
+    tokens: tuple[int, int] = (0, 0)
 
 
-def ok(content: str, finish_reason: str | None = "stop") -> Reply:
-    """A normal completion whose message is ``content``."""
-    return Reply(content, finish_reason=finish_reason)
+def ok(
+    content: str, finish_reason: str | None = "stop", tokens: tuple[int, int] = (0, 0)
+) -> Reply:
+    """A normal completion whose message is ``content``; ``usage`` reports ``tokens``."""
+    return Reply(content, finish_reason=finish_reason, tokens=tokens)
 
 
 def think_json(think: str, value: Any) -> Reply:
@@ -374,6 +378,10 @@ def _body(reply: Reply, model: str) -> str:
             "created": 0,
             "model": model,
             "choices": choices,
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            "usage": {
+                "prompt_tokens": reply.tokens[0],
+                "completion_tokens": reply.tokens[1],
+                "total_tokens": sum(reply.tokens),
+            },
         }
     )

@@ -14,6 +14,7 @@ from typing import Any
 from wmkit.knowledge.rules import RuleSet
 from wmkit.llm.errors import LLMError
 from wmkit.llm.prompts import TRACKER_SYSTEM, tracker_user
+from wmkit.llm.schema import bounded_schema
 from wmkit.llm.structured import ask_structured
 from wmkit.llm.types import ChatModel
 from wmkit.world.actions import (
@@ -225,6 +226,10 @@ class LLMTracker:
         hints: text added to the system prompt (env-specific naming advice).
         params: request fields for every request, e.g. ``{"temperature": 0}``.
         keep_notes: how many recent problem notes ``notes`` keeps.
+        constrained: send the atomic-action list's JSON schema with every request
+            (bounded: :func:`wmkit.llm.schema.bounded_schema`), so a server that can
+            constrain its output (the client's ``constrain``) writes only valid shapes.
+        max_actions: the most actions one reply may hold, with ``constrained``.
 
     Attributes:
         stats: counters for the current episode (reset by ``reset``).
@@ -244,6 +249,8 @@ class LLMTracker:
         hints: str = "",
         params: Mapping[str, Any] | None = None,
         keep_notes: int = 100,
+        constrained: bool = False,
+        max_actions: int = 6,
     ) -> None:
         if max_repairs < 0 or max_facts < 0:
             raise ValueError(
@@ -254,6 +261,12 @@ class LLMTracker:
         self.max_facts = max_facts
         self.system = TRACKER_SYSTEM + (f"\n{hints}" if hints else "")
         self.params = dict(params or {})
+        self.constrained = constrained
+        self._schema = (
+            bounded_schema(list[AtomicAction], max_string=48, max_items=max_actions)
+            if constrained
+            else None
+        )
         self.stats = LLMTrackerStats()
         self.notes: deque[str] = deque(maxlen=keep_notes)
         self._world = World.create(())
@@ -323,6 +336,7 @@ class LLMTracker:
                 max_repairs=self.max_repairs,
                 hint=_ACTIONS_HINT,
                 params=self.params,
+                json_schema=self._schema,
             )
         except LLMError as err:
             if not err.transient:

@@ -22,6 +22,18 @@ What every request is held to:
 - **A size limit**: the reply is read in chunks and refused past ``max_reply_bytes``
   (at once when its ``Content-Length`` says so), so a runaway server cannot fill memory.
 
+**Constrained output.** ``json_schema=`` among a call's params asks for a reply that
+matches that JSON schema; the client writes it the way its server takes it
+(``constrain``): ``json_schema`` is OpenAI's ``response_format`` (``{"type":
+"json_schema", "json_schema": {"name", "schema", "strict"}}``: OpenAI, vLLM, Ollama's
+OpenAI API), ``json_object`` is llama-cpp-python's (``{"type": "json_object", "schema":
+...}``, compiled to a grammar; it answers the OpenAI form with 422), ``none`` drops it
+(a server that cannot constrain; the THINK-and-repair path still applies).
+
+**Accounting.** ``usage`` (a :class:`~wmkit.llm.types.Usage`) counts calls, cache hits,
+the tokens the server's ``usage`` field reports, the seconds spent waiting, and their
+cost at ``price_in``/``price_out`` per million tokens.
+
 Timeouts, broken transfers (``LLMTransportError``), 429 and 5xx are retried with
 exponential backoff (``backoff * 2**attempt`` seconds, at least what ``Retry-After``
 asks, at most ``max_backoff``); nothing else is retried, because a refused connection,
@@ -37,7 +49,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
@@ -55,9 +67,13 @@ from wmkit.llm.errors import (
     LLMTimeoutError,
     LLMTransportError,
 )
-from wmkit.llm.types import Completion, Message
+from wmkit.llm.types import Completion, Message, Usage
 
-__all__ = ["DEFAULT_MAX_REPLY_BYTES", "ChatClient"]
+__all__ = ["CONSTRAIN_STYLES", "DEFAULT_MAX_REPLY_BYTES", "ChatClient", "response_format"]
+
+Constrain = Literal["none", "json_schema", "json_object"]
+CONSTRAIN_STYLES: tuple[str, ...] = ("none", "json_schema", "json_object")
+"""How a server takes a JSON schema to constrain its output (see ``response_format``)."""
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +112,17 @@ class ChatClient:
             cut off at the token limit (``finish_reason="length"``) are not cached.
         params: default request fields (``temperature``, ``max_tokens``, ...); the
             ``params`` of a call override them.
+        constrain: how ``json_schema=`` is sent (``json_schema``: OpenAI's form,
+            ``json_object``: llama-cpp-python's, ``none``: not at all).
+        price_in: cost of a million prompt tokens (0: free, a local model).
+        price_out: cost of a million completion tokens.
 
     Attributes:
         url: the full endpoint URL.
         requests_sent: HTTP requests made, retries included.
         retries: retries made.
+        usage: calls, tokens, seconds and cost so far (and structured outcomes, which
+            ``ask_structured`` counts); never reset by the client.
 
     Raises:
         LLMConfigError: a missing or non-HTTP base URL, no model, or bad numbers.
@@ -120,6 +142,9 @@ class ChatClient:
         max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         cache: ReplyCache | None = None,
         params: Mapping[str, Any] | None = None,
+        constrain: Constrain = "none",
+        price_in: float = 0.0,
+        price_out: float = 0.0,
     ) -> None:
         if not base_url:
             raise LLMConfigError(
@@ -144,6 +169,19 @@ class ChatClient:
             raise LLMConfigError(f"max_reply_bytes must be an int, got {max_reply_bytes!r}")
         if max_reply_bytes < 1:
             raise LLMConfigError(f"max_reply_bytes must be >= 1, got {max_reply_bytes}")
+        if constrain not in CONSTRAIN_STYLES:
+            raise LLMConfigError(
+                f"constrain must be one of {', '.join(CONSTRAIN_STYLES)}, got {constrain!r}"
+            )
+        if not (price_in >= 0 and price_out >= 0):
+            raise LLMConfigError(
+                f"price_in and price_out must be >= 0 (per million tokens), "
+                f"got {price_in}, {price_out}"
+            )
+        self.constrain = constrain
+        self.price_in = float(price_in)
+        self.price_out = float(price_out)
+        self.usage = Usage()
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.timeout = float(timeout)
@@ -204,7 +242,9 @@ class ChatClient:
 
         Args:
             messages: the conversation, each ``{"role": str, "content": str}``.
-            **params: request fields for this call (``temperature``, ``max_tokens``...).
+            **params: request fields for this call (``temperature``, ``max_tokens``...);
+                ``json_schema=`` (a JSON schema dict) constrains the reply to it, in the
+                client's ``constrain`` style.
 
         Raises:
             LLMConfigError: malformed messages or a reserved parameter.
@@ -214,16 +254,38 @@ class ChatClient:
                 at once.
         """
         checked = _check_messages(messages)
+        schema = params.pop("json_schema", None)
         merged = {**self.params, **params}
         _check_params(merged)
+        if schema is not None:
+            merged.update(response_format(self.constrain, schema))
         key = None
         if self.cache is not None:
             key = request_key(self.model, checked, merged)
             hit = self.cache.get(key)
             if hit is not None:
+                self.usage.calls += 1
+                self.usage.cached += 1
                 return hit
         body = json.dumps({"model": self.model, "messages": checked, **merged}).encode()
-        end = time.monotonic() + self.deadline
+        started = time.monotonic()
+        try:
+            completion = self._send(body, started + self.deadline)
+        finally:
+            self.usage.seconds += time.monotonic() - started
+        usage = self.usage
+        usage.calls += 1
+        usage.tokens_in += completion.tokens_in
+        usage.tokens_out += completion.tokens_out
+        usage.cost += (
+            completion.tokens_in * self.price_in + completion.tokens_out * self.price_out
+        ) / 1e6
+        if key is not None and completion.finish_reason != "length":
+            self.cache.put(key, completion)  # type: ignore[union-attr]
+        return completion
+
+    def _send(self, body: bytes, end: float) -> Completion:
+        """POST ``body`` until it is answered, retrying what may pass, by ``end``."""
         attempt = 0
         while True:
             try:
@@ -244,8 +306,6 @@ class ChatClient:
                     wait,
                 )
                 time.sleep(wait)
-        if key is not None and completion.finish_reason != "length":
-            self.cache.put(key, completion)  # type: ignore[union-attr]
         return completion
 
     def _wait(self, attempt: int, err: LLMError) -> float:
@@ -466,6 +526,35 @@ def _completion(raw: bytes, model: str, url: str) -> Completion:
             f"the first choice from {url} has no text content (finish_reason={finish!r})"
         )
     reported = payload.get("model")
+    usage = payload.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     return Completion(
-        content, finish, reported if isinstance(reported, str) and reported else model
+        content,
+        finish,
+        reported if isinstance(reported, str) and reported else model,
+        tokens_in=_count(usage.get("prompt_tokens")),
+        tokens_out=_count(usage.get("completion_tokens")),
     )
+
+
+def _count(value: Any) -> int:
+    """A token count from a reply's ``usage``: a non-negative int, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def response_format(style: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the request fields that constrain a reply to ``schema``, in ``style``.
+
+    Args:
+        style: ``json_schema`` (OpenAI's ``response_format``), ``json_object``
+            (llama-cpp-python's), or ``none`` (no fields: unconstrained).
+        schema: the JSON schema (a dict).
+    """
+    if style == "json_schema":
+        named = {"name": "reply", "schema": dict(schema), "strict": True}
+        return {"response_format": {"type": "json_schema", "json_schema": named}}
+    if style == "json_object":
+        return {"response_format": {"type": "json_object", "schema": dict(schema)}}
+    if style == "none":
+        return {}
+    raise LLMConfigError(f"constrain must be one of {', '.join(CONSTRAIN_STYLES)}, got {style!r}")

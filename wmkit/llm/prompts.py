@@ -14,6 +14,11 @@ each word here is paid for on every step. The reply format is the one of seed 00
   syntax of ``wmkit.knowledge.rules`` so that its rules can be read and checked.
 - ``VALUE_SYSTEM``, ``value_user`` and ``VALUE_HINT``: the ``LLMValue``'s prompt (seed
   004 §3.2, the state evaluator, reduced to one value in [0, 1] and a short reason).
+- ``WINDOW_SYSTEM``, ``ANSWER_SYSTEM``, ``window_user`` and ``answer_user``: the
+  ``LLMWindowTracker``'s prompts (the facts its last K observations state; questions
+  answered from them, ``unknown`` allowed).
+- ``POLICY_SYSTEM`` and ``policy_user``: the ``LLMPolicy``'s (one command of those
+  listed, from its memory: tracked facts or its last K observations).
 """
 
 from __future__ import annotations
@@ -24,16 +29,23 @@ from typing import Any
 from wmkit.world.types import Fact
 
 __all__ = [
+    "ANSWER_SYSTEM",
     "DISTILL_SYSTEM",
     "OBSERVATION_HEADER",
+    "POLICY_SYSTEM",
     "REPLY_FORMAT",
     "TRACKER_SYSTEM",
     "VALUE_HINT",
     "VALUE_SYSTEM",
+    "WINDOW_SYSTEM",
+    "answer_user",
     "correction_message",
     "distill_user",
+    "policy_user",
+    "question",
     "tracker_user",
     "value_user",
+    "window_user",
 ]
 
 REPLY_FORMAT = (
@@ -211,4 +223,106 @@ def value_user(
         lines.append(f"Score: {score:g}" + (f" of {max_score:g}" if max_score else ""))
     shown = ", ".join(actions) if actions else "(none listed)"
     lines.append(f"Commands: {shown}" + (f" (and {omitted} more)" if omitted else ""))
+    return "\n".join(lines) + "\n" + OBSERVATION_HEADER + observation
+
+
+_NAMING = (
+    "Name entities `type:name` in lower case (parcel:px-4821, person:ann, hub:lyon, "
+    "light:den, door:maple) and values as lower-case strings."
+)
+
+WINDOW_SYSTEM = f"""\
+You read the latest observations of a text task and list what they say is true now, as \
+facts {{"subject": ..., "relation": ..., "object": ...}}. Later observations override \
+earlier ones. {_NAMING} List only what the observations state.
+Answer with a JSON list of facts, e.g. [{{"subject": "parcel:px-4821", "relation": \
+"location", "object": "hub:lyon"}}].
+{REPLY_FORMAT}"""
+"""The window tracker's system prompt: the facts the observations shown state."""
+
+ANSWER_SYSTEM = f"""\
+You answer questions about a text task from its latest observations only. {_NAMING} \
+When the observations do not say, the answer is "unknown": never guess.
+Answer with one JSON object mapping each question's number to its answer, e.g. \
+{{"1": "hub:lyon", "2": "unknown"}}.
+{REPLY_FORMAT}"""
+"""The window tracker's question prompt: answers from the observations, or unknown."""
+
+
+def _observations(window: Sequence[tuple[str | None, str]]) -> list[str]:
+    lines = []
+    for i, (command, observation) in enumerate(window, start=1):
+        said = f"Command: {command}" if command is not None else "Command: (episode start)"
+        lines += [f"[{i}] {said}", observation.strip()]
+    return lines
+
+
+def window_user(window: Sequence[tuple[str | None, str]]) -> str:
+    """Return the window tracker's message: the last observations, oldest first.
+
+    Args:
+        window: ``(command, observation)`` pairs, oldest first (command None at the
+            episode's start).
+    """
+    return "\n".join(["Observations, oldest first:", *_observations(window)])
+
+
+def question(subject: str, relation: str) -> str:
+    """Return a probe as a question: ``What is the location of parcel:px-4821?``."""
+    return f"What is the {relation.replace('_', ' ')} of {subject}?"
+
+
+def answer_user(
+    window: Sequence[tuple[str | None, str]], questions: Sequence[tuple[str, str]]
+) -> str:
+    """Return the question message: the observations, then the numbered questions.
+
+    Args:
+        window: as for :func:`window_user`.
+        questions: ``(subject, relation)`` pairs, rendered by :func:`question`.
+    """
+    lines = [window_user(window), "Questions:"]
+    lines += [f"{i}. {question(s, r)}" for i, (s, r) in enumerate(questions, start=1)]
+    return "\n".join(lines)
+
+
+POLICY_SYSTEM = f"""\
+You act in a text task. Each turn you get what you remember (facts you track, or the \
+latest observations), the latest observation and the commands you may send. Pick the \
+command that makes the most progress.
+Answer with one JSON object: {{"command": "<one of the commands, copied exactly>"}}.
+{REPLY_FORMAT}"""
+"""The LLM policy's system prompt."""
+
+
+def policy_user(
+    observation: str,
+    commands: Sequence[str],
+    *,
+    facts: Sequence[Fact] | None = None,
+    window: Sequence[tuple[str | None, str]] = (),
+    goal: str = "",
+    omitted: int = 0,
+) -> str:
+    """Return the policy's message for one decision.
+
+    Args:
+        observation: the latest observation, verbatim (always last).
+        commands: the commands it may send (shown numbered, in order).
+        facts: its tracked facts (structured memory); None for a window memory.
+        window: its earlier ``(command, observation)`` pairs (window memory), oldest
+            first, the latest left out (it is ``observation``).
+        goal: the task's goal in words; left out when empty.
+        omitted: facts left out to bound the prompt (said so).
+    """
+    lines = [f"Goal: {goal}"] if goal else []
+    if facts is not None:
+        lines.append("Facts you track:" if facts else "Facts you track: (none)")
+        lines += [f"{s} | {r} | {o}" for s, r, o in facts]
+        if omitted:
+            lines.append(f"({omitted} more facts not shown)")
+    elif window:
+        lines += ["Earlier observations, oldest first:", *_observations(window)]
+    lines.append("Commands:")
+    lines += [f"- {c}" for c in commands]
     return "\n".join(lines) + "\n" + OBSERVATION_HEADER + observation

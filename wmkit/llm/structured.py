@@ -29,7 +29,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import TypeAdapter, ValidationError
 
 from wmkit.llm.prompts import correction_message
-from wmkit.llm.types import ChatModel, Message
+from wmkit.llm.types import ChatModel, Message, Usage
 
 __all__ = [
     "MAX_ECHO_CHARS",
@@ -218,6 +218,7 @@ def ask_structured(
     max_repairs: int = 2,
     hint: str = "",
     params: Mapping[str, Any] | None = None,
+    json_schema: Mapping[str, Any] | None = None,
 ) -> StructuredResult[T]:
     """Ask for a structured value; validate, repair from THINK, correct, never raise on content.
 
@@ -232,6 +233,12 @@ def ask_structured(
         max_repairs: correction rounds after the first reply (0: one request only).
         hint: a line added to every correction message (what shape is wanted).
         params: request fields for every request (``temperature``, ``max_tokens``...).
+        json_schema: a JSON schema every reply is constrained to, where the client can
+            (``ChatClient``'s ``constrain``; see :func:`wmkit.llm.schema.bounded_schema`);
+            None: unconstrained. The reply is parsed and validated all the same.
+
+    The outcome (``ok``, ``repaired`` or ``failed``) is counted in the client's
+    ``usage`` when it has one.
 
     Returns:
         A ``StructuredResult``; ``status == "failed"`` when no reply validated.
@@ -247,13 +254,19 @@ def ask_structured(
     conversation = list(messages)
     errors: list[str] = []
     text = ""
+    request = dict(params or {})
+    if json_schema is not None:
+        request["json_schema"] = dict(json_schema)
+    usage = getattr(client, "usage", None)
+    usage = usage if isinstance(usage, Usage) else Usage()  # a model without one: not kept
     for attempt in range(1, max_repairs + 2):
-        completion = client.chat(conversation, **dict(params or {}))
+        completion = client.chat(conversation, **request)
         text = completion.text
         outcome = parse_reply(text, parse)
         if isinstance(outcome, tuple):
             value, source = outcome
             status: Status = "ok" if attempt == 1 and source == "json" else "repaired"
+            usage.count(status)
             return StructuredResult(status, value, source, attempt, tuple(errors), text)
         why = outcome or "the reply is empty"
         if completion.finish_reason == "length":
@@ -263,4 +276,5 @@ def ask_structured(
             {"role": "assistant", "content": text[:MAX_ECHO_CHARS]},
             {"role": "user", "content": correction_message(why, hint)},
         ]
+    usage.count("failed")
     return StructuredResult("failed", None, None, max_repairs + 1, tuple(errors), text)

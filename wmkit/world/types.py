@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GROUND_TRUTH_PREFIX",
+    "UNKNOWN",
     "Claim",
     "Delta",
     "Fact",
@@ -49,6 +50,10 @@ class Fact(NamedTuple):
 
 
 ProbeKind = Literal["drift", "breakage", "confusion", "stale"]
+
+UNKNOWN = "unknown"
+"""The answer of an abstention probe (a question about something never stated), and
+what a tracker answers when it does not hold the fact."""
 
 
 class Probe(NamedTuple):
@@ -219,7 +224,14 @@ def agent_view(info: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 class Tracker(Protocol):
-    """Keeps a world state from observations: text -> claims -> facts."""
+    """Keeps a world state from observations: text -> claims -> facts.
+
+    Probes are answered from ``state`` (``state.value(subject, relation)``), unless the
+    tracker has a method ``answer(questions: Sequence[tuple[str, str]]) -> list[str |
+    None]``: the evaluation then asks it the due probes' ``(subject, relation)`` (never
+    their answers) and scores what it says, None meaning unknown (a language model
+    reading its window answers so: ``wmkit.agents.llm_agents.LLMWindowTracker``).
+    """
 
     def reset(self, observation: str, info: Mapping[str, Any]) -> None:
         """Start a new episode from its first observation."""
