@@ -69,7 +69,14 @@ def test_questions_are_answered_from_the_window_unknown_is_none(chat_server):
     assert answers == ["hub:lyon", None]
     request = chat_server.requests[-1]
     asked = request["messages"][-1]["content"]
-    assert "1. What is the location of parcel:px-1?" in asked
+    assert asked.endswith(
+        "Task: Questions\n1. What is the location of parcel:px-1?\n"
+        "2. What is the status of parcel:px-9?"
+    )
+    # the same system prompt and observations as the facts request: a prompt cache reuses them
+    facts_request = chat_server.requests[0]["messages"]
+    assert facts_request[0] == request["messages"][0]
+    assert asked.startswith(facts_request[1]["content"].rsplit("\n", 1)[0])
     assert request["response_format"]["schema"]["required"] == ["1", "2"]
     assert tracker.answer([]) == []  # nothing asked, no request
     assert len(chat_server.requests) == 2
@@ -125,8 +132,9 @@ def test_an_episode_records_the_models_cost_and_its_answers(chat_server):
 
     def respond(request):
         text = request["messages"][-1]["content"]
-        if "Questions:" in text:
-            numbers = [line.split(".")[0] for line in text.splitlines() if line[:1].isdigit()]
+        if "Task: Questions" in text:
+            asked_part = text.split("Task: Questions", 1)[1]
+            numbers = [line.split(".")[0] for line in asked_part.splitlines() if line[:1].isdigit()]
             asked.append(len(numbers))
             return json.dumps({n: "unknown" for n in numbers})
         return "[]"

@@ -34,7 +34,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wmkit.llm.errors import LLMError
 from wmkit.llm.prompts import (
-    ANSWER_SYSTEM,
     POLICY_SYSTEM,
     WINDOW_SYSTEM,
     answer_user,
@@ -223,7 +222,7 @@ class LLMWindowTracker:
             return [None if _norm(replies[key]) == UNKNOWN else _norm(replies[key]) for key in keys]
 
         messages: list[Message] = [
-            {"role": "system", "content": ANSWER_SYSTEM},
+            {"role": "system", "content": WINDOW_SYSTEM},
             {"role": "user", "content": answer_user(self.window, questions)},
         ]
         result = _ask(

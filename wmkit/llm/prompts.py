@@ -14,9 +14,9 @@ each word here is paid for on every step. The reply format is the one of seed 00
   syntax of ``wmkit.knowledge.rules`` so that its rules can be read and checked.
 - ``VALUE_SYSTEM``, ``value_user`` and ``VALUE_HINT``: the ``LLMValue``'s prompt (seed
   004 §3.2, the state evaluator, reduced to one value in [0, 1] and a short reason).
-- ``WINDOW_SYSTEM``, ``ANSWER_SYSTEM``, ``window_user`` and ``answer_user``: the
-  ``LLMWindowTracker``'s prompts (the facts its last K observations state; questions
-  answered from them, ``unknown`` allowed).
+- ``WINDOW_SYSTEM``, ``window_user`` and ``answer_user``: the ``LLMWindowTracker``'s
+  prompts (the facts its last K observations state; questions answered from them,
+  ``unknown`` allowed).
 - ``POLICY_SYSTEM`` and ``policy_user``: the ``LLMPolicy``'s (one command of those
   listed, from its memory: tracked facts or its last K observations).
 """
@@ -29,8 +29,8 @@ from typing import Any
 from wmkit.world.types import Fact
 
 __all__ = [
-    "ANSWER_SYSTEM",
     "DISTILL_SYSTEM",
+    "FACTS_TASK",
     "OBSERVATION_HEADER",
     "POLICY_SYSTEM",
     "REPLY_FORMAT",
@@ -232,21 +232,19 @@ _NAMING = (
 )
 
 WINDOW_SYSTEM = f"""\
-You read the latest observations of a text task and list what they say is true now, as \
-facts {{"subject": ..., "relation": ..., "object": ...}}. Later observations override \
-earlier ones. {_NAMING} List only what the observations state.
-Answer with a JSON list of facts, e.g. [{{"subject": "parcel:px-4821", "relation": \
-"location", "object": "hub:lyon"}}].
+You read the latest observations of a text task; nothing else is known. {_NAMING} Later \
+observations override earlier ones. After the observations comes one task:
+- "List the facts": answer with a JSON list of what the observations say is true now, \
+e.g. [{{"subject": "parcel:px-4821", "relation": "location", "object": "hub:lyon"}}].
+- "Questions": answer with one JSON object mapping each question's number to its \
+answer, e.g. {{"1": "hub:lyon", "2": "unknown"}}. When the observations do not say, the \
+answer is "unknown": never guess.
 {REPLY_FORMAT}"""
-"""The window tracker's system prompt: the facts the observations shown state."""
+"""The window tracker's system prompt, shared by its two tasks so that a server's
+prompt cache reuses the observations between them."""
 
-ANSWER_SYSTEM = f"""\
-You answer questions about a text task from its latest observations only. {_NAMING} \
-When the observations do not say, the answer is "unknown": never guess.
-Answer with one JSON object mapping each question's number to its answer, e.g. \
-{{"1": "hub:lyon", "2": "unknown"}}.
-{REPLY_FORMAT}"""
-"""The window tracker's question prompt: answers from the observations, or unknown."""
+FACTS_TASK = "Task: List the facts."
+"""The last line of the window tracker's facts request."""
 
 
 def _observations(window: Sequence[tuple[str | None, str]]) -> list[str]:
@@ -257,14 +255,16 @@ def _observations(window: Sequence[tuple[str | None, str]]) -> list[str]:
     return lines
 
 
-def window_user(window: Sequence[tuple[str | None, str]]) -> str:
-    """Return the window tracker's message: the last observations, oldest first.
+def window_user(window: Sequence[tuple[str | None, str]], task: str = FACTS_TASK) -> str:
+    """Return a window tracker's message: the last observations, oldest first, then the task.
 
     Args:
         window: ``(command, observation)`` pairs, oldest first (command None at the
             episode's start).
+        task: the closing lines (:data:`FACTS_TASK`, or the questions of
+            :func:`answer_user`).
     """
-    return "\n".join(["Observations, oldest first:", *_observations(window)])
+    return "\n".join(["Observations, oldest first:", *_observations(window), task])
 
 
 def question(subject: str, relation: str) -> str:
@@ -281,9 +281,9 @@ def answer_user(
         window: as for :func:`window_user`.
         questions: ``(subject, relation)`` pairs, rendered by :func:`question`.
     """
-    lines = [window_user(window), "Questions:"]
+    lines = ["Task: Questions"]
     lines += [f"{i}. {question(s, r)}" for i, (s, r) in enumerate(questions, start=1)]
-    return "\n".join(lines)
+    return window_user(window, "\n".join(lines))
 
 
 POLICY_SYSTEM = f"""\
