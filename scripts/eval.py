@@ -25,7 +25,9 @@ from pydantic import ValidationError
 from wmkit.evals.results import ResultsFile
 from wmkit.evals.runner import env_module
 from wmkit.evals.suite import EvalConfig, run_suite
+from wmkit.llm.errors import LLMError
 from wmkit.scripts.entry import check_failures, hydra_entry, run_console
+from wmkit.scripts.llm_backend import serving
 from wmkit.scripts.pipeline import PipelineConfig, run_pipeline, stage_table
 from wmkit.scripts.tracking import episode_logger, log_leaderboard, pop_logger, start_run
 from wmkit.tracking import RunLogger
@@ -69,11 +71,12 @@ def _evaluate(config: EvalConfig, pipeline: PipelineConfig, logger: RunLogger) -
             "artifacts": {env: a.model_dump() for env, a in artifacts.items()},
         }
         (out / PIPELINE_FILE).write_text(json.dumps(record, indent=2) + "\n")
-        paths = run_suite(
-            config, out, variant=variant, console=console, artifacts=artifacts,
-            on_episode=episode_logger(logger),
-        )  # fmt: skip
-    except (ValueError, FileNotFoundError) as err:
+        with serving(config, out, console):  # llm=local: its model, when none answers
+            paths = run_suite(
+                config, out, variant=variant, console=console, artifacts=artifacts,
+                on_episode=episode_logger(logger),
+            )  # fmt: skip
+    except (ValueError, FileNotFoundError, LLMError) as err:
         raise SystemExit(f"wmkit-eval: {err}") from None
     rows = list(ResultsFile(paths["results"]).rows())
     log_leaderboard(logger, rows, paths)

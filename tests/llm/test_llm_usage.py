@@ -8,7 +8,7 @@ import pytest
 from chat_server import http_error, ok
 from pydantic import TypeAdapter, ValidationError
 
-from wmkit.llm import ChatClient, LLMConfigError, ReplyCache, ask_structured
+from wmkit.llm import ChatClient, LLMConfigError, ReplyCache, ask_structured, extract_json
 from wmkit.llm.client import response_format
 from wmkit.llm.schema import bounded_schema
 from wmkit.llm.types import Usage
@@ -153,3 +153,13 @@ def test_what_the_bounded_schema_admits_still_validates():
         UpdateEntity.model_validate({**reply, "extra": 1})  # extra=forbid, as the schema says
     with pytest.raises(ValueError, match="bounds must be >= 1"):
         bounded_schema(UpdateEntity, max_items=0)
+
+
+def test_a_bare_newline_inside_a_string_is_escaped_not_refused():
+    # llama.cpp's grammar lets raw control characters into strings (seen with SmolLM2).
+    reply = '{ "colour": "red", "fruit": "banana}\n" }'
+    text = extract_json(reply)
+    assert json.loads(text) == {"colour": "red", "fruit": "banana}\n"}
+    assert extract_json("```json\n[\"a\tb\"]\n```") == '["a\\tb"]'
+    with pytest.raises(ValueError, match="no JSON found"):
+        extract_json("{not json}")

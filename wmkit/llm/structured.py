@@ -135,7 +135,8 @@ def extract_json(text: str) -> str:
     The first fenced block tagged ``json`` (or untagged and starting with ``{``/``[``)
     wins; without one, the first balanced ``{...}``/``[...]`` span that parses. Spans
     that do not parse (prose in brackets) are skipped whole, never searched inside, so
-    a truncated list never yields one of its items.
+    a truncated list never yields one of its items. Raw control characters inside
+    strings (a bare newline) are escaped, not refused.
 
     Raises:
         ValueError: no JSON found, a fence or value that never closes (a cut-off
@@ -148,10 +149,9 @@ def extract_json(text: str) -> str:
         if not close:
             raise ValueError("the ```json block is never closed: the reply looks cut off")
         try:
-            json.loads(body)
+            return _checked(body.strip())
         except ValueError as err:
             raise ValueError(f"the ```json block is not valid JSON: {err}") from None
-        return body.strip()
     first_bad = None
     pos = 0
     while (m := _OPEN.search(text, pos)) is not None:
@@ -163,12 +163,30 @@ def extract_json(text: str) -> str:
             )
         candidate = text[m.start() : end]
         try:
-            json.loads(candidate)
-            return candidate
+            return _checked(candidate)
         except ValueError as err:
             first_bad = first_bad or f"{candidate[:60]!r}... is not valid JSON: {err}"
             pos = end
     raise ValueError("no JSON found" + (f" ({first_bad})" if first_bad else ""))
+
+
+def _checked(text: str) -> str:
+    """``text`` if it parses as JSON; one that parses only with raw control characters
+    in its strings comes back re-encoded with them escaped.
+
+    A grammar-constrained reply may hold a bare newline inside a string (llama.cpp's
+    string rule lets any character but ``"`` and ``\\`` through); strict JSON, and so
+    pydantic, refuses it, though what the model meant is plain.
+
+    Raises:
+        ValueError: not JSON even so.
+    """
+    try:
+        json.loads(text)
+        return text
+    except ValueError:
+        value = json.loads(text, strict=False)  # raises the error when it is not that
+        return json.dumps(value, ensure_ascii=False)
 
 
 def describe_error(err: Exception) -> str:
