@@ -86,7 +86,7 @@ def serving(config: EvalConfig, out: Path, console: Console) -> Iterator[None]:
     out.mkdir(parents=True, exist_ok=True)
     with server:
         console.print(
-            f"serving {server.name} at {server.base_url} (up in {server.startup_seconds:.1f} s; "
+            f"serving {server.model} at {server.base_url} (up in {server.startup_seconds:.1f} s; "
             f"log: {server.log_path}); it stops when the run ends",
             markup=False,
         )

@@ -10,6 +10,7 @@ import pytest
 from chat_server import http_error, ok, slow, think_json
 from hydra import compose, initialize_config_module
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 from rich.console import Console
 
@@ -234,7 +235,10 @@ def test_llm_value_config_builds_against_the_endpoint(chat_server, monkeypatch):
     monkeypatch.setenv("WMKIT_LLM_MODEL", "judge")
     monkeypatch.delenv("WMKIT_LLM_CACHE", raising=False)
     with initialize_config_module("wmkit.configs", version_base="1.3"):
-        judge = instantiate(compose("value/llm").value)
+        # The judge's client is the llm group's (${llm.client}), at the config's root.
+        llm = compose("llm/openai_compatible")
+        config = OmegaConf.merge(OmegaConf.to_container(llm), compose("value/llm"))
+        judge = instantiate(config.value)
     assert isinstance(judge, LLMValue) and judge.max_repairs == 1
     chat_server.script(think_json("fine", {"value": 0.2, "reason": "nothing here"}))
     assert judge(STATE) == pytest.approx(0.2)

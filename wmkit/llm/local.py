@@ -421,9 +421,17 @@ class LocalServer:
         while True:
             code = self.process.poll()
             if code is not None:
+                crashed = (
+                    " (a crash: a llama.cpp built for this CPU's AVX-512/AMX crashed so on "
+                    "these machines; rebuild it for AVX2: CMAKE_ARGS=\"$(cat "
+                    ".ci/llama_cmake_args)\" pip install --no-cache-dir --force-reinstall "
+                    "--no-deps llama-cpp-python==0.3.36)"
+                    if code in (-signal.SIGSEGV, -signal.SIGILL, 128 + signal.SIGSEGV)
+                    else ""
+                )
                 raise LocalServerError(
                     f"the llama.cpp server for {self.path} exited with code {code} before "
-                    f"it answered; the end of {self.log_path}:\n{self.log_tail()}"
+                    f"it answered{crashed}; the end of {self.log_path}:\n{self.log_tail()}"
                 )
             with contextlib.suppress(LLMError):
                 if self.model in served_models(self.base_url, timeout=1.0):
