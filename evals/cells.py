@@ -16,7 +16,25 @@ from typing import Any, NamedTuple
 from wmkit.evals.marks import CONFUSION_KEYS
 from wmkit.evals.variants import Labeller
 
-__all__ = ["Cell", "cells", "episode_metrics", "finished"]
+__all__ = ["LLM_METRICS", "Cell", "cells", "episode_metrics", "finished"]
+
+LLM_METRICS = (
+    "llm_calls",
+    "llm_tokens_in",
+    "llm_tokens_out",
+    "llm_latency",
+    "llm_cost",
+    "llm_valid_share",
+    "llm_first_try_share",
+)
+"""The per-episode numbers of a row's ``llm`` (what its language models cost), in order.
+
+``llm_calls``, ``llm_tokens_in``, ``llm_tokens_out`` and ``llm_cost`` are the row's
+own; ``llm_latency`` = seconds waiting for the server per request it answered (cache
+hits take none; absent without one); ``llm_valid_share`` = structured replies valid
+at last (first time or after a repair) / structured questions, ``llm_first_try_share``
+= valid the first time / structured questions (both absent without a question).
+"""
 
 
 class Cell(NamedTuple):
@@ -51,8 +69,9 @@ def episode_metrics(row: Mapping[str, Any]) -> dict[str, float]:
     Names: ``drift`` (episode mean), ``drift_at_<h>``, ``drift_slope``, ``breakage``
     (share of probes answered wrong), ``stale_use``, ``score``, ``max_score``,
     ``normalised_score`` (``score / max_score`` where the env states a maximum > 0),
-    and ``confusion_<key>`` for each of :data:`CONFUSION_KEYS`. The leaderboard's
-    aggregates, the CSV and the tidy table all read these.
+    and ``confusion_<key>`` for each of :data:`CONFUSION_KEYS`; for a row with ``llm``
+    (its agent called a language model), :data:`LLM_METRICS`. The leaderboard's
+    aggregates, the CSV, the tidy table and the tracking logs all read these.
     """
     drift = row.get("drift", {})
     out = {"drift": drift.get("mean"), "drift_slope": drift.get("slope")}
@@ -68,7 +87,24 @@ def episode_metrics(row: Mapping[str, Any]) -> dict[str, float]:
         out["normalised_score"] = row["score"] / most
     confusion = row.get("confusion") or {}
     out |= {f"confusion_{k}": confusion.get(k) for k in CONFUSION_KEYS}
+    if row.get("llm") is not None:
+        out |= _llm_metrics(row["llm"])
     return {k: float(v) for k, v in out.items() if _finite(v)}
+
+
+def _llm_metrics(usage: Mapping[str, float]) -> dict[str, float | None]:
+    """:data:`LLM_METRICS` of one episode's usage (None: nothing to measure it by)."""
+    answered = usage["calls"] - usage["cached"]
+    asked = usage["valid"] + usage["repaired"] + usage["failed"]
+    return {
+        "llm_calls": usage["calls"],
+        "llm_tokens_in": usage["tokens_in"],
+        "llm_tokens_out": usage["tokens_out"],
+        "llm_latency": usage["seconds"] / answered if answered > 0 else None,
+        "llm_cost": usage["cost"],
+        "llm_valid_share": (usage["valid"] + usage["repaired"]) / asked if asked else None,
+        "llm_first_try_share": usage["valid"] / asked if asked else None,
+    }
 
 
 def _pick(rows: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:

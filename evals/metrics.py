@@ -494,13 +494,14 @@ def score_episode(record: EpisodeRecord) -> dict[str, Any]:
         :func:`probe_outcomes`), ``stale`` (:func:`stale_counts` as a dict),
         ``stale_use`` (their share) and ``confusion`` (:func:`confusion_scores` as a
         dict; where the tracker predicted any step, ``confusion["tracked"]`` holds the
-        delta scores of its tracked state's change alone).
+        delta scores of its tracked state's change alone); and ``llm``, the
+        record's ``usage`` (what the agent's language models cost), when it has one.
     """
     states = list(record.states())
     series = drift_series(record, states)
     stale = stale_counts(record, states)
     last = record.steps[-1]
-    return {
+    row: dict[str, Any] = {
         "steps": record.length,
         "score": last.score,
         "max_score": last.max_score,
@@ -511,6 +512,9 @@ def score_episode(record: EpisodeRecord) -> dict[str, Any]:
         "stale_use": stale.share,
         "confusion": _confusion_row(record),
     }
+    if record.usage is not None:
+        row["llm"] = dict(record.usage)
+    return row
 
 
 def _confusion_row(record: EpisodeRecord) -> dict[str, Any]:

@@ -23,6 +23,7 @@ predicted`; trackers without the attribute get None there.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -33,15 +34,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from wmkit.jsonl import fsync_path
+from wmkit.llm.types import Usage
 from wmkit.world.types import Delta, Fact, Probe, ProbeKind, WorldState
 
 __all__ = [
     "FORMAT",
     "RECORDS_DIR",
     "RECORD_SUFFIX",
+    "USAGE_KEYS",
     "Change",
     "EpisodeRecord",
     "RecordError",
@@ -61,6 +64,9 @@ RECORDS_DIR = "records"
 """The folder of a run's records, under the run folder."""
 
 RECORD_SUFFIX = ".jsonl.gz"
+
+USAGE_KEYS = tuple(field.name for field in dataclasses.fields(Usage))
+"""The keys of an episode's ``usage`` (:class:`~wmkit.llm.types.Usage`'s counters)."""
 
 FORMAT = 1
 """Version of the on-disk layout; a reader refuses other versions by name."""
@@ -172,6 +178,9 @@ class RecordHeader(_Line):
         meta: what the suite knows of the episode and the record does not (``env``,
             ``env_id``, ``horizon``, ``variant``, ``spec``): merged into its row when
             the run is rescored.
+        usage: as in :class:`EpisodeRecord` (its keys :data:`USAGE_KEYS`); absent
+            from the line, and None, when the agent called no language model (and in
+            records written before it existed).
     """
 
     kind: Literal["episode"] = "episode"
@@ -181,6 +190,19 @@ class RecordHeader(_Line):
     oracle: bool
     steps: int
     meta: dict[str, Any] = {}
+    usage: dict[str, int | float] | None = None  # counts stay ints, as written
+
+    @field_validator("usage")
+    @classmethod
+    def _usage_keys(cls, usage: dict[str, float] | None) -> dict[str, float] | None:
+        return None if usage is None else _checked_usage(usage)
+
+
+def _checked_usage(usage: Mapping[str, float]) -> dict[str, float]:
+    """``usage`` as a dict, if its keys are :data:`USAGE_KEYS` (ValueError otherwise)."""
+    if sorted(usage) != sorted(USAGE_KEYS):
+        raise ValueError(f"usage has keys {sorted(usage)}, expected {sorted(USAGE_KEYS)}")
+    return dict(usage)
 
 
 class StepLine(_Line):
@@ -245,6 +267,8 @@ def _encode(record: EpisodeRecord, meta: Mapping[str, Any]) -> Iterator[bytes]:
         "steps": len(record.steps),
         "meta": dict(meta),
     }
+    if record.usage is not None:  # a record without one reads as before it existed
+        header["usage"] = _checked_usage(record.usage)
     yield json.dumps(header, sort_keys=True).encode() + b"\n"
     for step in record.steps:
         line = {
@@ -284,6 +308,8 @@ def write_record(
 
     Raises:
         TypeError: ``meta`` is not JSON-serialisable (nothing is written).
+        ValueError: the record's ``usage`` has other keys than :data:`USAGE_KEYS`
+            (nothing is written).
     """
     return write_record_file(path, encode_record(record, meta))
 
@@ -296,6 +322,7 @@ def encode_record(record: EpisodeRecord, meta: Mapping[str, Any] | None = None) 
 
     Raises:
         TypeError: ``meta`` is not JSON-serialisable.
+        ValueError: the record's ``usage`` has other keys than :data:`USAGE_KEYS`.
     """
     # mtime=0: the same episode gives the same bytes.
     return gzip.compress(b"".join(_encode(record, meta or {})), _COMPRESS_LEVEL, mtime=0)
@@ -377,7 +404,7 @@ def read_record(path: str | os.PathLike[str]) -> tuple[EpisodeRecord, dict[str, 
         )
     if not steps:
         raise RecordError(f"{path}: a record needs at least step 0")
-    record = EpisodeRecord(header.seed, header.agent, header.oracle, tuple(steps))
+    record = EpisodeRecord(header.seed, header.agent, header.oracle, tuple(steps), header.usage)
     return record, dict(header.meta)
 
 

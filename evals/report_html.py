@@ -25,9 +25,13 @@ from wmkit.evals.stats import Aggregate, Improvement
 from wmkit.evals.tables import (
     IMPROVEMENT_TITLES,
     INTRO,
+    LLM_COLUMNS,
+    LLM_NOTE,
     OVERALL_NOTE,
     half_life_text,
     horizon_keys,
+    llm_cells,
+    llm_text,
 )
 
 __all__ = ["render_html", "write_html"]
@@ -102,6 +106,12 @@ def _agg(a: Aggregate, *, mean: bool = False) -> str:
         low, high = (a.mean_ci_low, a.mean_ci_high) if mean else (a.ci_low, a.ci_high)
         text += f" <small>[{low:.3f}, {high:.3f}]</small>"
     return _td(text, value if a.n else math.nan)
+
+
+def _llm_td(s: Summary, metric: str) -> str:
+    """A cell of an LLM usage column: the mean per episode (:func:`llm_text`), sortable."""
+    found = s.get(metric)
+    return _td(llm_text(s, metric), found.mean if found is not None and found.n else math.nan)
 
 
 def _table(header: Sequence[str], rows: Sequence[str], table_id: str) -> str:
@@ -198,7 +208,10 @@ def _env_section(
     horizons = horizon_keys(cells)
     header = ["agent", "horizon", "seeds", "drift"] + [f"drift@{k[9:]}" for k in horizons]
     header += ["slope /100", "breakage", "half-life", "stale use", "score", "norm. score"]
-    header += ["action F1", "event F1", "confusion probes", "records"]
+    header += ["action F1", "event F1", "confusion probes"]
+    llm = bool(llm_cells(cells))  # the LLM usage columns, where an agent called a model
+    header += [title for title, _ in LLM_COLUMNS.values()] if llm else []
+    header += ["records"]
     rows = []
     for s in cells:
         half = s["half_life_ci"]
@@ -211,6 +224,7 @@ def _env_section(
         row += [_td(_e(half_life_text(half, with_ci)), half.value if with_ci else math.nan)]
         row += [_agg(s["stale_use"]), _agg(s["score"]), _agg(s["normalised_score"])]
         row += [_agg(s[f"confusion_{k}"]) for k in ("action_f1", "event_f1", "probe_accuracy")]
+        row += [_llm_td(s, k) for k in LLM_COLUMNS] if llm else []
         cell = by_key[(s["env"], s["horizon"], s["agent"])]
         row.append(_td(_links(cell, sources, page_dir), cls="records"))
         rows.append("".join(row))
@@ -218,7 +232,7 @@ def _env_section(
     return (
         f"<h2 id=\"env-{_e(env)}\">{_e(env)}</h2>"
         + _table(header, rows, f"env-table-{index}")
-        + _note(marks_note(cells))
+        + _note(" ".join(filter(None, [LLM_NOTE if llm else "", marks_note(cells)])))
         + f'<img class="plot" alt="{_e(env)} plots" src="data:image/png;base64,{png}">'
     )
 

@@ -2,14 +2,16 @@
 
 :class:`EvalConfig` holds the suite: its envs (:class:`EnvSpec`), its agents
 (:class:`AgentSpec`, each a tracker and a policy with the runtime arguments they take,
-:class:`Needs`), where governed memory lives (:class:`MemorySpec`), and the run's own
-settings. :class:`Artifacts` is what the training stages made for one env. Library code
-takes these validated models, never a Hydra ``DictConfig``; :mod:`wmkit.evals.suite`
-builds and plays them (and re-exports them).
+:class:`Needs`), where governed memory lives (:class:`MemorySpec`), the cap on what its
+LLM agents spend (:class:`LLMBudget`), and the run's own settings. :class:`Artifacts`
+is what the training stages made for one env. Library code takes these validated
+models, never a Hydra ``DictConfig``; :mod:`wmkit.evals.suite` builds and plays them
+(and re-exports them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -21,6 +23,7 @@ __all__ = [
     "Artifacts",
     "EnvSpec",
     "EvalConfig",
+    "LLMBudget",
     "MemorySpec",
     "Needs",
     "plays",
@@ -224,6 +227,41 @@ class Artifacts(_Strict):
     checkpoint: str | None = None
 
 
+class LLMBudget(_Strict):
+    """A cap on what a run folder's LLM agents spend (the ``llm`` group's ``budget``).
+
+    Counted over the rows of the run folder's ``results.jsonl`` (their ``llm``), the
+    rows a resumed run started from included. Once a cap is reached no episode starts;
+    those running finish (the overshoot) and the leaderboard is written of what
+    finished (:func:`~wmkit.evals.suite.run_suite`). None: no cap on that count.
+
+    Attributes:
+        max_tokens: prompt plus completion tokens.
+        max_calls: requests answered (cache hits included).
+        max_cost: cost, in the currency of the client's prices.
+    """
+
+    max_tokens: int | None = Field(default=None, gt=0)
+    max_calls: int | None = Field(default=None, gt=0)
+    max_cost: float | None = Field(default=None, gt=0)
+
+    def reached(self, spent: Mapping[str, float]) -> tuple[str, float, float] | None:
+        """The first cap ``spent`` has reached, as ``(name, spent, cap)``; None for none.
+
+        Args:
+            spent: the run's total ``tokens``, ``calls`` and ``cost``.
+        """
+        for name, cap in (
+            ("max_tokens", self.max_tokens),
+            ("max_calls", self.max_calls),
+            ("max_cost", self.max_cost),
+        ):
+            used = spent[name.removeprefix("max_")]
+            if cap is not None and used >= cap:
+                return name, used, cap
+        return None
+
+
 class EvalConfig(_Strict):
     """The validated configuration of one ``wmkit-eval`` run.
 
@@ -252,6 +290,10 @@ class EvalConfig(_Strict):
     """The ``llm`` group as composed (``client``, ``serve``, ``budget``): the LLM agents
     get its ``client`` by interpolation; ``wmkit-eval`` starts ``serve`` when nothing
     answers at the client's ``base_url`` and an LLM agent is in the suite."""
+    llm_budget: LLMBudget = Field(default_factory=LLMBudget)
+    """The cap on the run's LLM spending (``wmkit-eval`` takes the ``llm`` group's
+    ``budget``); the default caps nothing. Not part of any fingerprint: a run stopped
+    by its cap resumes with a larger one."""
 
     @model_validator(mode="after")
     def _train_seeds_never_evaluated(self) -> EvalConfig:

@@ -6,6 +6,13 @@ rows say they failed, which are played again (``retry_failed``) and their rows r
 With ``workers`` > 1 episodes are played in worker processes (:mod:`wmkit.evals.workers`),
 the rows appended here as each finishes: the same rows, in another order.
 
+A run may cap what its LLM agents spend (``config.llm_budget``, :class:`LLMBudget`:
+tokens, calls, cost, summed over the ``llm`` of the run folder's rows, resumed ones
+included). Before each episode starts the cap is checked; once reached, no episode
+starts, those running finish and are written, the leaderboard is written of what
+finished, and :func:`run_suite` says so (:class:`BudgetSpent`). The cap is no part of
+any fingerprint: the same folder with a larger cap plays the rest.
+
 What a config cannot hold comes from the episode, passed by name by one build step
 (:func:`build_agent`) to the parts that list it in their agent's ``needs``
 (:class:`Needs`): the env's text reader, the live env (an ``env_snapshot`` simulator),
@@ -24,7 +31,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -47,6 +54,7 @@ from wmkit.evals.specs import (
     Artifacts,
     EnvSpec,
     EvalConfig,
+    LLMBudget,
     MemorySpec,
     Needs,
     plays,
@@ -58,12 +66,15 @@ from wmkit.tracking import is_secret
 __all__ = [
     "AgentSpec",
     "Artifacts",
+    "BudgetSpent",
     "EnvSpec",
     "EvalConfig",
+    "LLMBudget",
     "MemorySpec",
     "Needs",
     "build_agent",
     "fingerprint",
+    "llm_spent",
     "plays",
     "run_suite",
 ]
@@ -301,6 +312,55 @@ def _log_episode(n: int, total: int, row: Mapping[str, Any]) -> None:
     )  # fmt: skip
 
 
+def llm_spent(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """What the rows' LLM agents spent in all: ``tokens`` (in + out), ``calls``, ``cost``.
+
+    Rows without ``llm`` (agents that called no model, failed episodes) add nothing.
+    """
+    spent = {"tokens": 0.0, "calls": 0.0, "cost": 0.0}
+    for row in rows:
+        _add_spent(spent, row)
+    return spent
+
+
+def _add_spent(spent: dict[str, float], row: Mapping[str, Any]) -> None:
+    usage = row.get("llm")
+    if usage is not None:
+        spent["tokens"] += usage["tokens_in"] + usage["tokens_out"]
+        spent["calls"] += usage["calls"]
+        spent["cost"] += usage["cost"]
+
+
+class BudgetSpent(NamedTuple):
+    """A run stopped by its LLM budget (:class:`LLMBudget`) before its plan was played.
+
+    Attributes:
+        cap: the cap reached: ``max_tokens``, ``max_calls`` or ``max_cost``.
+        spent: what the run folder's rows had spent of it when the check stopped the run.
+        limit: the cap's value.
+        unplayed: the episodes of the plan never started.
+    """
+
+    cap: str
+    spent: float
+    limit: float
+    unplayed: int
+
+    @property
+    def message(self) -> str:
+        """The sentence ``wmkit-eval`` ends on: what was spent, what is left, what to do."""
+        amount = {
+            "max_tokens": f"{self.spent:.0f} tokens",
+            "max_calls": f"{self.spent:.0f} calls",
+            "max_cost": f"a cost of {self.spent:.4g}",
+        }[self.cap]
+        episodes = "episode" if self.unplayed == 1 else "episodes"
+        return (
+            f"LLM budget spent: {amount} of {self.cap}={self.limit:g}; {self.unplayed} "
+            f"{episodes} not played; rerun the same command with a larger llm.budget to go on"
+        )
+
+
 def run_suite(
     config: EvalConfig,
     out_dir: str | Path,
@@ -309,12 +369,15 @@ def run_suite(
     console: Console | None = None,
     artifacts: Mapping[str, Artifacts] | None = None,
     on_episode: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Path]:
+) -> dict[str, Any]:
     """Run every (env, horizon, seed, agent) episode not yet in ``out_dir``, then rank.
 
     An agent plays the envs :func:`plays` allows (its ``envs``, the env's ``agents``).
     Progress counts steps (an episode weighs its horizon), so the time left is estimated
-    from the steps played.
+    from the steps played. Before each episode starts, the rows so far (resumed ones
+    included) are checked against ``config.llm_budget``: once a cap is reached no more
+    start, those running finish and are written, and the leaderboard is written of what
+    finished (see the module docstring).
 
     Args:
         config: the validated suite.
@@ -330,7 +393,10 @@ def run_suite(
             it is written, e.g. to log it (``wmkit.scripts.tracking.episode_logger``).
 
     Returns:
-        Paths of the written ``results`` file, ``markdown`` leaderboard and ``plot``.
+        Paths of the written ``results`` file and leaderboard (``markdown``, ``plot``,
+        ``csv``, ``tidy``, ``html``: :func:`~wmkit.evals.leaderboard.write_leaderboard`);
+        and, only when the LLM budget stopped the run before its plan was played,
+        ``budget``: the :class:`BudgetSpent` (its ``message`` is printed, too).
 
     Raises:
         ValueError: an agent needs an artifact not given for an env it runs on, an env
@@ -418,7 +484,20 @@ def run_suite(
             isolate = Isolation(str(spec.kwargs.get("game", spec.id)), spec.heartbeat_timeout)
         return Task((n, item), _play, args, isolate)
 
-    tasks = [task_of(n, item) for n, item in enumerate(plan, start=1)]
+    spent = llm_spent(rows)
+    stopped: list[BudgetSpent] = []
+
+    def tasks() -> Iterator[Task]:
+        # run_tasks takes the next task only as a worker is free, after the rows of the
+        # episodes finished so far were written: each is checked against the cap then.
+        for n, item in enumerate(plan, start=1):
+            reached = config.llm_budget.reached(spent)
+            if reached is not None:
+                stopped.append(BudgetSpent(*reached, unplayed=len(plan) - n + 1))
+                console.print(stopped[0].message, style="yellow", markup=False)
+                return
+            yield task_of(n, item)
+
     with progress_bar(console, disable=not config.progress) as bar:
         task = bar.add_task("evaluate", total=sum(horizon for _, horizon, _, _ in plan))
 
@@ -432,7 +511,7 @@ def run_suite(
             )
 
         finished = run_tasks(
-            tasks, workers=config.workers, preload=sorted(set(modules.values())), started=describe
+            tasks(), workers=config.workers, preload=sorted(set(modules.values())), started=describe
         )
         for job, outcome in finished:
             n, (env_name, horizon, seed, agent_name) = job.key
@@ -449,9 +528,15 @@ def run_suite(
                 if outcome.record is not None:  # before the row: every finished row has its record
                     write_record_file(where, outcome.record)
             results.append(row | identity)
+            _add_spent(spent, row)
             _log_episode(n, len(plan), row | identity)
             if on_episode is not None:
                 on_episode(row | identity)
             bar.advance(task, horizon)
-    paths = write_leaderboard(list(results.rows()), out)
-    return {"results": results.path, **paths}
+    paths: dict[str, Any] = {
+        "results": results.path,
+        **write_leaderboard(list(results.rows()), out),
+    }
+    if stopped:
+        paths["budget"] = stopped[0]
+    return paths

@@ -16,16 +16,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wmkit.evals.cells import Cell, episode_metrics, finished
+from wmkit.evals.cells import LLM_METRICS, Cell, episode_metrics, finished
 from wmkit.evals.marks import Summary, display_name, fmt, marks, marks_note
 from wmkit.evals.stats import Aggregate, Improvement, Interval
 
 __all__ = [
     "IMPROVEMENT_TITLES",
+    "LLM_COLUMNS",
+    "LLM_NOTE",
     "TIDY_COLUMNS",
     "cell_records",
     "half_life_text",
     "horizon_keys",
+    "llm_cells",
+    "llm_text",
     "render_markdown",
     "tidy_records",
     "write_cells_csv",
@@ -66,6 +70,43 @@ OVERALL_NOTE = (
     "drift IQM, lowest first. Configurations that played different tasks are ranked on "
     "different tasks (the tasks column)."
 )
+
+
+LLM_COLUMNS = {
+    "llm_calls": ("LLM calls", "{:.1f}"),
+    "llm_tokens_in": ("tokens in", "{:.0f}"),
+    "llm_tokens_out": ("tokens out", "{:.0f}"),
+    "llm_latency": ("s/call", "{:.3f}"),
+    "llm_cost": ("cost", "{:.4g}"),
+    "llm_valid_share": ("valid replies", "{:.3f}"),
+    "llm_first_try_share": ("valid first try", "{:.3f}"),
+}
+"""Per :data:`~wmkit.evals.cells.LLM_METRICS` name, in its order: the column's header
+and number format."""
+
+LLM_NOTE = (
+    "LLM usage, the mean per episode over seeds, for the configurations whose agent "
+    "called a language model: LLM calls = requests answered (cache hits included); "
+    "tokens in/out = prompt and completion tokens as the server reported them (none "
+    "for a cache hit); s/call = seconds waiting for the server per request it "
+    "answered; cost = the tokens at the configured prices (llm.client.price_in and "
+    "price_out, per million tokens); valid replies = share of structured questions "
+    "answered validly, the first time or after a repair; valid first try = share "
+    "answered validly the first time."
+)
+
+
+def llm_cells(cells: Sequence[Summary]) -> list[Summary]:
+    """The summaries with a language model's usage (:data:`LLM_METRICS` measured)."""
+    return [s for s in cells if any(k in s and s[k].n for k in LLM_METRICS)]
+
+
+def llm_text(s: Summary, metric: str) -> str:
+    """A summary's mean per episode of an :data:`LLM_METRICS` name; "–" without values."""
+    found = s.get(metric)
+    if found is None or found.n == 0 or math.isnan(found.mean):
+        return "–"
+    return LLM_COLUMNS[metric][1].format(found.mean)
 
 
 def _half(value: float) -> str:
@@ -169,8 +210,9 @@ def render_markdown(
     The overall ranking (when given, :func:`~wmkit.evals.leaderboard.overall`) and the
     probability-of-improvement matrices (``{metric: pairs}``,
     :func:`~wmkit.evals.leaderboard.improvements`) come first; then two tables per
-    env, one of drift, breakage, stale use and score, one of causal confusion. Under
-    each table a note explains the marks of its rows.
+    env, one of drift, breakage, stale use and score, one of causal confusion, and a
+    third of LLM usage (:data:`LLM_COLUMNS`) where an agent called a language model.
+    Under each table a note explains the marks of its rows.
     """
     lines = ["# wmkit leaderboard", "", INTRO]
     if ranking:
@@ -208,7 +250,21 @@ def render_markdown(
             rows.append(row)
         lines += ["", f"### {env}: causal confusion", ""]
         lines += _table(header, rows, marks_note(cells))
+        lines += _llm_lines(env, cells)
     return "\n".join(lines) + "\n"
+
+
+def _llm_lines(env: str, cells: Sequence[Summary]) -> list[str]:
+    """The env's LLM usage table (:data:`LLM_COLUMNS`); none when no agent called a model."""
+    used = llm_cells(cells)
+    if not used:
+        return []
+    header = ["horizon", "agent"] + [title for title, _ in LLM_COLUMNS.values()]
+    rows = [
+        [str(s["horizon"]), display_name(s)] + [llm_text(s, k) for k in LLM_COLUMNS] for s in used
+    ]
+    note = " ".join(filter(None, [LLM_NOTE, marks_note(used)]))
+    return ["", f"### {env}: LLM usage", "", *_table(header, rows, note)]
 
 
 def _number(value: float) -> float | str:

@@ -19,8 +19,11 @@ says which extra brings it). Around the task it
 Exit codes (:data:`EXIT_CODES`; the same for every entry point that plays episodes):
 0 every episode finished; 1 a usage, configuration or run error (the message says
 which); 2 every episode of the run failed; 3 some episodes failed (the others are
-in the results). In a sweep (``-m``) a job whose episodes all failed is a failed job:
-the launcher runs the others and Hydra exits 1 at the end.
+in the results); 4 the LLM budget (``llm.budget``) was spent before every episode was
+played (the leaderboard is of those that finished; the same command with a larger
+budget plays the rest), which goes before 2 and 3. In a sweep (``-m``) a job whose
+episodes all failed is a failed job: the launcher runs the others and Hydra exits 1 at
+the end; a job stopped by its budget says so and ends normally.
 """
 
 from __future__ import annotations
@@ -47,24 +50,28 @@ from wmkit.scripts.tracking import CONFIG_FILE
 __all__ = [
     "CONSOLE_LOGGER",
     "EXIT_ALL_FAILED",
+    "EXIT_BUDGET_SPENT",
     "EXIT_CODES",
     "EXIT_ERROR",
     "EXIT_OK",
     "EXIT_SOME_FAILED",
     "LAUNCHERS",
     "EpisodesFailed",
+    "check_budget",
     "check_failures",
     "hydra_entry",
     "launcher_hint",
     "run_console",
 ]
 
-EXIT_OK, EXIT_ERROR, EXIT_ALL_FAILED, EXIT_SOME_FAILED = 0, 1, 2, 3
+EXIT_OK, EXIT_ERROR, EXIT_ALL_FAILED, EXIT_SOME_FAILED, EXIT_BUDGET_SPENT = 0, 1, 2, 3, 4
 EXIT_CODES = {
     EXIT_OK: "every episode finished",
     EXIT_ERROR: "a usage, configuration or run error (the message says which)",
     EXIT_ALL_FAILED: "every episode of the run failed",
     EXIT_SOME_FAILED: "some episodes failed; the others are in the results",
+    EXIT_BUDGET_SPENT: "the LLM budget was spent before every episode was played; "
+    "rerun with a larger one to go on",
 }
 
 LAUNCHERS = {
@@ -171,6 +178,25 @@ def check_failures(app: str, total: int, failed: int, console: Console) -> None:
     if _multirun():
         raise EpisodesFailed(message)
     raise SystemExit(EXIT_ALL_FAILED)
+
+
+def check_budget(app: str, message: str | None, console: Console) -> None:
+    """End a run its LLM budget stopped with :data:`EXIT_BUDGET_SPENT`, saying why.
+
+    Args:
+        app: the entry point's name, for the message.
+        message: what the suite said it stopped on
+            (:attr:`wmkit.evals.suite.BudgetSpent.message`); None: it was not stopped.
+        console: where the line goes.
+
+    Raises:
+        SystemExit: :data:`EXIT_BUDGET_SPENT`, unless in a sweep (the job ends normally).
+    """
+    if message is None:
+        return
+    console.print(f"{app}: {message}; exit code {EXIT_BUDGET_SPENT}", style="yellow", markup=False)
+    if not _multirun():
+        raise SystemExit(EXIT_BUDGET_SPENT)
 
 
 def _multirun() -> bool:

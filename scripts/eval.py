@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
@@ -26,7 +27,7 @@ from wmkit.evals.results import ResultsFile
 from wmkit.evals.runner import env_module
 from wmkit.evals.suite import EvalConfig, run_suite
 from wmkit.llm.errors import LLMError
-from wmkit.scripts.entry import check_failures, hydra_entry, run_console
+from wmkit.scripts.entry import check_budget, check_failures, hydra_entry, run_console
 from wmkit.scripts.llm_backend import serving
 from wmkit.scripts.pipeline import PipelineConfig, run_pipeline, stage_table
 from wmkit.scripts.tracking import episode_logger, log_leaderboard, pop_logger, start_run
@@ -44,12 +45,25 @@ def run(cfg: DictConfig) -> dict[str, Path]:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     logger_config, raw = pop_logger(resolved, "wmkit-eval")
     try:
-        config = EvalConfig.model_validate(raw)
+        config = eval_config(raw)
         pipeline = PipelineConfig.model_validate(config.pipeline)
     except ValidationError as err:
         raise SystemExit(f"wmkit-eval: invalid configuration:\n{err}") from None
     with start_run(logger_config, resolved, job_type="eval", app="wmkit-eval") as logger:
         return _evaluate(config, pipeline, logger)
+
+
+def eval_config(raw: dict[str, Any]) -> EvalConfig:
+    """Validate the composed config (without ``logger``) as the suite's :class:`EvalConfig`.
+
+    The cap on LLM spending (``llm_budget``) is the ``llm`` group's ``budget``; a config
+    without an ``llm`` node or a ``budget`` in it caps nothing.
+
+    Raises:
+        ValidationError: the config is invalid.
+    """
+    budget = (raw.get("llm") or {}).get("budget") or {}
+    return EvalConfig.model_validate({**raw, "llm_budget": budget})
 
 
 def _evaluate(config: EvalConfig, pipeline: PipelineConfig, logger: RunLogger) -> dict[str, Path]:
@@ -78,6 +92,7 @@ def _evaluate(config: EvalConfig, pipeline: PipelineConfig, logger: RunLogger) -
             )  # fmt: skip
     except (ValueError, FileNotFoundError, LLMError) as err:
         raise SystemExit(f"wmkit-eval: {err}") from None
+    budget = paths.pop("budget", None)  # the BudgetSpent that stopped the run, if one did
     rows = list(ResultsFile(paths["results"]).rows())
     log_leaderboard(logger, rows, paths)
     console.print(f"results: {paths['results']}", markup=False)
@@ -88,6 +103,7 @@ def _evaluate(config: EvalConfig, pipeline: PipelineConfig, logger: RunLogger) -
     )
     if hydra_cfg.mode.name != "MULTIRUN":
         print(paths["markdown"].read_text())
+    check_budget("wmkit-eval", None if budget is None else budget.message, console)
     check_failures("wmkit-eval", len(rows), sum("failed" in r for r in rows), console)
     return paths
 

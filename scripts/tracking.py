@@ -160,7 +160,9 @@ def episode_metrics(row: Mapping[str, Any]) -> dict[str, float]:
 
     The leaderboard's own (:func:`wmkit.evals.cells.episode_metrics`: ``drift``,
     ``drift_slope``, ``breakage``, ``stale_use``, ``score``, ``normalised_score``,
-    ``confusion_<key>``, ...), plus ``steps``; a ``failed`` row is ``{"failed": 1.0}``.
+    ``confusion_<key>``, ``llm_<...>`` for an agent that called a language model
+    (:data:`wmkit.evals.cells.LLM_METRICS`), ...), plus ``steps``; a ``failed`` row
+    is ``{"failed": 1.0}``.
     """
     if "failed" in row:
         return {"failed": 1.0}

@@ -87,7 +87,8 @@ def test_help_documents_the_exit_codes(tmp_path):
     text = " ".join(proc.stdout.split())
     assert "Exit codes: 0 every episode finished; 1 a usage, configuration or run error" in text
     assert "2 every episode failed; 3 some episodes failed" in text
-    assert set(EXIT_CODES) == {0, 1, 2, 3}
+    assert set(EXIT_CODES) == {0, 1, 2, 3, 4}
+    assert "4 the LLM budget (llm.budget: max_tokens, max_calls, max_cost" in text
 
 
 def test_a_sweep_job_whose_episodes_all_failed_fails_and_the_others_still_run(tmp_path):
