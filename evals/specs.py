@@ -24,8 +24,10 @@ __all__ = [
     "EnvSpec",
     "EvalConfig",
     "LLMBudget",
+    "LLMSpec",
     "MemorySpec",
     "Needs",
+    "ServeSpec",
     "plays",
 ]
 
@@ -262,6 +264,39 @@ class LLMBudget(_Strict):
         return None
 
 
+class ServeSpec(_Strict):
+    """A model this machine serves for the run (``wmkit.scripts.llm_backend``).
+
+    Attributes:
+        model: a packaged model's name (``smollm2-135m``) or a ``.gguf`` path.
+        port: the port, when the client's ``base_url`` names none.
+        n_ctx: the context size in tokens.
+        threads: CPU threads; None: llama-cpp-python's default.
+    """
+
+    model: str = "smollm2-135m"
+    port: int = Field(default=8765, gt=0, lt=65536)
+    n_ctx: int = Field(default=4096, gt=0)
+    threads: int | None = Field(default=None, gt=0)
+
+
+class LLMSpec(_Strict):
+    """The ``llm`` group: the model the LLM agents share, what serves it, what it may cost.
+
+    Attributes:
+        client: the ``wmkit.llm.ChatClient`` node; the agents' configs interpolate it
+            (``${llm.client}``), so an agent's own spec holds its settings.
+        serve: a model ``wmkit-eval`` starts when an LLM agent is in the suite and
+            nothing answers at the client's ``base_url``; None: the server is yours.
+        budget: the cap on the run folder's spending; not part of any fingerprint, so a
+            run stopped by its cap resumes with a larger one.
+    """
+
+    client: dict[str, Any] | None = None
+    serve: ServeSpec | None = None
+    budget: LLMBudget = Field(default_factory=LLMBudget)
+
+
 class EvalConfig(_Strict):
     """The validated configuration of one ``wmkit-eval`` run.
 
@@ -286,14 +321,8 @@ class EvalConfig(_Strict):
     progress: bool = True
     records: bool = True
     """Keep each episode's record in ``<run folder>/records/``, for ``wmkit-score``."""
-    llm: dict[str, Any] | None = None
-    """The ``llm`` group as composed (``client``, ``serve``, ``budget``): the LLM agents
-    get its ``client`` by interpolation; ``wmkit-eval`` starts ``serve`` when nothing
-    answers at the client's ``base_url`` and an LLM agent is in the suite."""
-    llm_budget: LLMBudget = Field(default_factory=LLMBudget)
-    """The cap on the run's LLM spending (``wmkit-eval`` takes the ``llm`` group's
-    ``budget``); the default caps nothing. Not part of any fingerprint: a run stopped
-    by its cap resumes with a larger one."""
+    llm: LLMSpec = Field(default_factory=LLMSpec)
+    """The ``llm`` group (:class:`LLMSpec`); the default serves nothing, caps nothing."""
 
     @model_validator(mode="after")
     def _train_seeds_never_evaluated(self) -> EvalConfig:

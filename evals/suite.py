@@ -6,7 +6,7 @@ rows say they failed, which are played again (``retry_failed``) and their rows r
 With ``workers`` > 1 episodes are played in worker processes (:mod:`wmkit.evals.workers`),
 the rows appended here as each finishes: the same rows, in another order.
 
-A run may cap what its LLM agents spend (``config.llm_budget``, :class:`LLMBudget`:
+A run may cap what its LLM agents spend (``config.llm.budget``, :class:`LLMBudget`:
 tokens, calls, cost, summed over the ``llm`` of the run folder's rows, resumed ones
 included). Before each episode starts the cap is checked; once reached, no episode
 starts, those running finish and are written, the leaderboard is written of what
@@ -375,7 +375,7 @@ def run_suite(
     An agent plays the envs :func:`plays` allows (its ``envs``, the env's ``agents``).
     Progress counts steps (an episode weighs its horizon), so the time left is estimated
     from the steps played. Before each episode starts, the rows so far (resumed ones
-    included) are checked against ``config.llm_budget``: once a cap is reached no more
+    included) are checked against ``config.llm.budget``: once a cap is reached no more
     start, those running finish and are written, and the leaderboard is written of what
     finished (see the module docstring).
 
@@ -491,7 +491,7 @@ def run_suite(
         # run_tasks takes the next task only as a worker is free, after the rows of the
         # episodes finished so far were written: each is checked against the cap then.
         for n, item in enumerate(plan, start=1):
-            reached = config.llm_budget.reached(spent)
+            reached = config.llm.budget.reached(spent)
             if reached is not None:
                 stopped.append(BudgetSpent(*reached, unplayed=len(plan) - n + 1))
                 console.print(stopped[0].message, style="yellow", markup=False)

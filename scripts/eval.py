@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
@@ -45,25 +44,12 @@ def run(cfg: DictConfig) -> dict[str, Path]:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     logger_config, raw = pop_logger(resolved, "wmkit-eval")
     try:
-        config = eval_config(raw)
+        config = EvalConfig.model_validate(raw)
         pipeline = PipelineConfig.model_validate(config.pipeline)
     except ValidationError as err:
         raise SystemExit(f"wmkit-eval: invalid configuration:\n{err}") from None
     with start_run(logger_config, resolved, job_type="eval", app="wmkit-eval") as logger:
         return _evaluate(config, pipeline, logger)
-
-
-def eval_config(raw: dict[str, Any]) -> EvalConfig:
-    """Validate the composed config (without ``logger``) as the suite's :class:`EvalConfig`.
-
-    The cap on LLM spending (``llm_budget``) is the ``llm`` group's ``budget``; a config
-    without an ``llm`` node or a ``budget`` in it caps nothing.
-
-    Raises:
-        ValidationError: the config is invalid.
-    """
-    budget = (raw.get("llm") or {}).get("budget") or {}
-    return EvalConfig.model_validate({**raw, "llm_budget": budget})
 
 
 def _evaluate(config: EvalConfig, pipeline: PipelineConfig, logger: RunLogger) -> dict[str, Path]:

@@ -58,7 +58,7 @@ def serving(config: EvalConfig, out: Path, console: Console) -> Iterator[None]:
         wmkit.llm.local.LocalServerError: the server did not start (the message quotes
             its log); LocalServerUnavailable: llama-cpp-python or the model is missing.
     """
-    serve = (config.llm or {}).get("serve")
+    serve = config.llm.serve
     urls = chat_base_urls(config)
     if not serve or not urls:
         yield
@@ -76,11 +76,11 @@ def serving(config: EvalConfig, out: Path, console: Console) -> Iterator[None]:
             "on 127.0.0.1 only: start the server yourself, or point WMKIT_LLM_BASE_URL at one"
         )
     server = LocalServer(
-        serve.get("model", "smollm2-135m"),
-        port=parts.port or int(serve.get("port", 8765)),
+        serve.model,
+        port=parts.port or serve.port,
         host=parts.hostname,
-        n_ctx=int(serve.get("n_ctx", 4096)),
-        threads=serve.get("threads"),
+        n_ctx=serve.n_ctx,
+        threads=serve.threads,
         log=out / LOG_FILE,
     )
     out.mkdir(parents=True, exist_ok=True)

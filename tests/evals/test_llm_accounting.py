@@ -180,7 +180,14 @@ def _suite(server: ChatServer, monkeypatch, *overrides: str, **update) -> EvalCo
         envs={"parcel": config.envs["parcel"]}, horizons=[20], seeds=[0, 1, 2], progress=False,
         records=False,
     )  # fmt: skip
+    if "budget" in update:
+        update["llm"] = _capped(config, update.pop("budget")).llm
     return config.model_copy(update=base | update)
+
+
+def _capped(config: EvalConfig, budget: LLMBudget) -> EvalConfig:
+    """``config`` with the llm group's budget replaced."""
+    return config.model_copy(update={"llm": config.llm.model_copy(update={"budget": budget})})
 
 
 @pytest.fixture
@@ -197,7 +204,7 @@ def test_a_spent_budget_stops_the_run_cleanly_and_a_larger_one_resumes_it(
     server, monkeypatch, tmp_path
 ):
     budget = LLMBudget(max_tokens=100)  # one episode spends more than that
-    config = _suite(server, monkeypatch, llm_budget=budget)
+    config = _suite(server, monkeypatch, budget=budget)
     out = io.StringIO()
     paths = run_suite(config, tmp_path, console=Console(file=out, width=400))
     rows = list(_played(tmp_path))
@@ -218,7 +225,7 @@ def test_a_spent_budget_stops_the_run_cleanly_and_a_larger_one_resumes_it(
     assert len(server.requests) == requests and len(list(_played(tmp_path))) == 1
     assert again["budget"].unplayed == 2  # the same command plays nothing and says so
 
-    larger = config.model_copy(update={"llm_budget": LLMBudget(max_tokens=10**6)})
+    larger = _capped(config, LLMBudget(max_tokens=10**6))
     done = run_suite(larger, tmp_path, console=Console(file=io.StringIO()))
     assert "budget" not in done  # the cap is no part of the fingerprint: it resumed
     assert sorted(r["seed"] for r in _played(tmp_path)) == [0, 1, 2]
@@ -226,7 +233,7 @@ def test_a_spent_budget_stops_the_run_cleanly_and_a_larger_one_resumes_it(
 
 def test_with_workers_the_overshoot_is_the_episodes_already_running(server, monkeypatch, tmp_path):
     config = _suite(
-        server, monkeypatch, seeds=[0, 1, 2, 3], workers=2, llm_budget=LLMBudget(max_calls=1)
+        server, monkeypatch, seeds=[0, 1, 2, 3], workers=2, budget=LLMBudget(max_calls=1)
     )
     paths = run_suite(config, tmp_path, console=Console(file=io.StringIO()))
     assert len(list(_played(tmp_path))) == 2 and paths["budget"].unplayed == 2
@@ -239,7 +246,7 @@ def test_resumed_rows_count_against_the_budget(server, monkeypatch, tmp_path):
     (row,) = _played(tmp_path)
     # a row of an earlier, costlier try of the same settings: it spent the budget alone
     ResultsFile(tmp_path / "results.jsonl").rewrite([row | {"llm": dict(row["llm"], cost=2.5)}])
-    capped = config.model_copy(update={"seeds": [0, 1, 2], "llm_budget": LLMBudget(max_cost=2)})
+    capped = _capped(config, LLMBudget(max_cost=2)).model_copy(update={"seeds": [0, 1, 2]})
     requests = len(server.requests)
     paths = run_suite(capped, tmp_path, console=Console(file=io.StringIO()))
     assert len(server.requests) == requests and paths["budget"].unplayed == 2
@@ -248,9 +255,9 @@ def test_resumed_rows_count_against_the_budget(server, monkeypatch, tmp_path):
 
 def test_the_budget_is_no_part_of_the_fingerprint_and_no_cap_is_the_default(server, monkeypatch):
     config = _suite(server, monkeypatch)
-    assert config.llm_budget == LLMBudget() and LLMBudget().reached(llm_spent([])) is None
+    assert config.llm.budget == LLMBudget() and LLMBudget().reached(llm_spent([])) is None
     capped = _suite(server, monkeypatch, "llm.budget.max_tokens=5", "llm.budget.max_cost=1")
-    assert capped.llm["budget"]["max_tokens"] == 5  # in the composed llm group...
+    assert capped.llm.budget.max_tokens == 5  # in the composed llm group...
     for name in ("parcel",):  # ... and in nothing an agent is built from
         specs = [(c.envs[name], c.agents["llm_window"]) for c in (config, capped)]
         assert fingerprint(*specs[0]) == fingerprint(*specs[1])

@@ -7,10 +7,9 @@ import sys
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from wmkit.evals.suite import LLMBudget
+from wmkit.evals.suite import EvalConfig, LLMBudget
 from wmkit.llm.types import Usage
 from wmkit.scripts.entry import EXIT_BUDGET_SPENT, EXIT_CODES, EXIT_OK
-from wmkit.scripts.eval import eval_config
 
 EVAL = [sys.executable, "-m", "wmkit.scripts.eval"]
 SMALL = ["experiment=debug", "agents=[window]", "horizons=[20]", "~env@envs.smarthome"]
@@ -20,15 +19,15 @@ SMALL += ["~env@envs.booking", "~env@envs.vault"]  # parcel only, for speed
 def _config(*overrides):
     with initialize_config_module("wmkit.configs", version_base="1.3"):
         cfg = compose("eval", ["agents=[window]", *overrides])
-    return eval_config(OmegaConf.to_container(cfg, resolve=True))
+    return EvalConfig.model_validate(OmegaConf.to_container(cfg, resolve=True))
 
 
 def test_the_budget_is_the_llm_groups_and_none_caps_nothing():
-    assert _config().llm_budget == LLMBudget()  # the group's budget: every cap null
+    assert _config().llm.budget == LLMBudget()  # the group's budget: every cap null
     capped = _config("llm.budget.max_tokens=7", "llm.budget.max_cost=0.5")
-    assert capped.llm_budget == LLMBudget(max_tokens=7, max_cost=0.5)
-    assert _config("~llm").llm_budget == LLMBudget()  # no llm node at all
-    assert _config("llm=local", "llm.budget.max_calls=3").llm_budget.max_calls == 3
+    assert capped.llm.budget == LLMBudget(max_tokens=7, max_cost=0.5)
+    assert _config("~llm").llm.budget == LLMBudget()  # no llm node at all
+    assert _config("llm=local", "llm.budget.max_calls=3").llm.budget.max_calls == 3
 
 
 def _run(*args, cwd):

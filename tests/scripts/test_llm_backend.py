@@ -43,7 +43,7 @@ def test_the_preset_compares_the_llm_agents_with_window_and_oracle_on_every_fami
     assert client == config.agents["llm_structured"].tracker["client"]  # one model, both rows
     assert (client["base_url"], client["model"]) == ("http://127.0.0.1:8765/v1", "smollm2-135m")
     assert client["constrain"] == "json_object"
-    assert config.llm["serve"]["model"] == "smollm2-135m"
+    assert config.llm.serve.model == "smollm2-135m"
     assert chat_base_urls(config) == {"http://127.0.0.1:8765/v1"}
 
 
@@ -56,7 +56,7 @@ def test_openai_compatible_reads_the_environment_and_serves_nothing(monkeypatch)
         "http://10.0.0.7:8000/v1",
         "qwen2.5-7b-instruct",
     )
-    assert client["constrain"] == "json_schema" and config.llm["serve"] is None
+    assert client["constrain"] == "json_schema" and config.llm.serve is None
     with serving(config, Path("unused"), Console(quiet=True)):
         pass  # nothing to start, nothing checked: the server is the user's
 
