@@ -67,7 +67,8 @@ def episode_metrics(row: Mapping[str, Any]) -> dict[str, float]:
     """Return one finished episode's metrics by name, leaving out what it did not measure.
 
     Names: ``drift`` (episode mean), ``drift_at_<h>``, ``drift_slope``, ``breakage``
-    (share of probes answered wrong), ``stale_use``, ``score``, ``max_score``,
+    (share of probes answered wrong, abstention probes left out), ``abstention`` (share
+    of abstention probes answered unknown), ``stale_use``, ``score``, ``max_score``,
     ``normalised_score`` (``score / max_score`` where the env states a maximum > 0),
     and ``confusion_<key>`` for each of :data:`CONFUSION_KEYS`; for a row with ``llm``
     (its agent called a language model), :data:`LLM_METRICS`. The leaderboard's
@@ -77,8 +78,12 @@ def episode_metrics(row: Mapping[str, Any]) -> dict[str, float]:
     out = {"drift": drift.get("mean"), "drift_slope": drift.get("slope")}
     out |= {f"drift_{k}": v for k, v in drift.items() if k.startswith("at_")}
     probes = row.get("probes") or ()
-    if probes:
-        out["breakage"] = sum(not ok for _, ok, _ in probes) / len(probes)
+    chains = [ok for _, ok, kind in probes if kind != "abstention"]
+    if chains:
+        out["breakage"] = sum(not ok for ok in chains) / len(chains)
+    abstained = [ok for _, ok, kind in probes if kind == "abstention"]
+    if abstained:
+        out["abstention"] = sum(abstained) / len(abstained)
     out["stale_use"] = row.get("stale_use")
     out["score"] = row.get("score")
     most = row.get("max_score")

@@ -59,7 +59,8 @@ OVERALL_METRICS = {
 IMPROVEMENT_METRICS = ("drift", "normalised_score")
 """The metrics the reports compare every two configurations on (:func:`improvements`)."""
 
-_ALWAYS = ("drift", "drift_slope", "breakage", "stale_use", "score", "normalised_score")
+_ALWAYS = ("drift", "drift_slope", "breakage", "abstention", "stale_use", "score")
+_ALWAYS += ("normalised_score",)
 
 
 def _summarise(cell: Cell, reps: int) -> Summary:
@@ -84,7 +85,10 @@ def _summarise(cell: Cell, reps: int) -> Summary:
     summary["confusion_steps"] = tuple(
         sum(c.get(f"{part}_steps", 0) for c in confusion) for part in ("action", "event")
     )
-    episodes = [[ProbeOutcome(c, bool(ok), k) for c, ok, k in r["probes"]] for r in members]
+    episodes = [  # chains: abstention probes measure guessing, not memory
+        [ProbeOutcome(c, bool(ok), k) for c, ok, k in r["probes"] if k != "abstention"]
+        for r in members
+    ]
     summary["breakage_by_chain"] = breakage_by_chain([o for e in episodes for o in e])
     by_bin, half_life = breakage_intervals(episodes, reps=reps)
     summary["breakage_by_chain_ci"] = by_bin

@@ -10,7 +10,7 @@ so far. A tracked value is *stale* when the slot held it at an earlier step but 
 not hold it now: it was superseded (the slot has another value) or released (the slot
 is gone). Then, per episode:
 
-- an *answer* is a due probe (every kind), answered from the tracked state at its
+- an *answer* is a due probe (every kind but ``abstention``), answered from the tracked state at its
   step; it is a *stale answer* when that answer is stale (a wrong answer that was
   never true, or no answer, is wrong but not stale);
 - a *decision* is a command the agent sends; it is a *stale decision* when the env
@@ -49,6 +49,12 @@ still fire, corrections taken for new orders) answered right from the tracked st
 Where a tracker predicted any step, the row also keeps the delta scores of its tracked
 state's change alone (``confusion["tracked"]``, ``predictions=False``).
 
+*Abstention* = share of the due ``abstention`` probes (questions about an entity the
+episode never had, whose right answer is ``UNKNOWN``) answered unknown: a tracker that
+holds nothing there abstains, one that guesses is caught. Abstention probes are no
+chain (breakage and its half-life leave them out) and no fact (stale use leaves them
+out); NaN for an episode with none.
+
 Every metric is a pure function of an :class:`~wmkit.evals.records.EpisodeRecord`
 (:func:`drift_series`, :func:`probe_outcomes`, :func:`stale_counts`,
 :func:`confusion_scores`), and
@@ -68,7 +74,7 @@ import numpy as np
 from wmkit.evals.records import EpisodeRecord, StepRecord
 from wmkit.evals.stats import Interval, pooled_ratios
 from wmkit.world.delta_score import DeltaTally, signed_facts
-from wmkit.world.types import Delta, Fact, WorldState
+from wmkit.world.types import UNKNOWN, Delta, Fact, WorldState
 
 __all__ = [
     "BREAKAGE_BINS",
@@ -351,10 +357,16 @@ def probe_outcomes(record: EpisodeRecord) -> list[ProbeOutcome]:
     """Return every probe as answered from the tracked state, in step then env order.
 
     The probes of the final step are left out: the suite asks the probes of a step
-    before the agent acts on it, and no command follows the last one.
+    before the agent acts on it, and no command follows the last one. An answer of None
+    (the tracker holds nothing there) is ``UNKNOWN``: right for an ``abstention`` probe,
+    wrong for every other.
     """
     return [
-        ProbeOutcome(chain=t - probe.anchor_step, correct=answer == probe.answer, kind=probe.kind)
+        ProbeOutcome(
+            chain=t - probe.anchor_step,
+            correct=(UNKNOWN if answer is None else answer) == probe.answer,
+            kind=probe.kind,
+        )
         for t, step in enumerate(record.steps[:-1])
         for probe, answer in zip(step.probes, step.answers, strict=True)
     ]
@@ -376,6 +388,8 @@ def stale_counts(record: EpisodeRecord, states: States | None = None) -> StaleCo
     for step, after, (tracked, truth) in pairs:
         history.observe(truth)
         for probe, answer in zip(step.probes, step.answers, strict=True):
+            if probe.kind == "abstention":  # about no fact at all: nothing to be stale
+                continue
             answers += 1
             stale_answers += history.is_stale(probe.subject, probe.relation, answer)
         if after.reward < 0 and any(

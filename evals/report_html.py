@@ -207,7 +207,8 @@ def _env_section(
     by_key = {(c.env, c.horizon, c.agent): c for c in groups}
     horizons = horizon_keys(cells)
     header = ["agent", "horizon", "seeds", "drift"] + [f"drift@{k[9:]}" for k in horizons]
-    header += ["slope /100", "breakage", "half-life", "stale use", "score", "norm. score"]
+    header += ["slope /100", "breakage", "half-life", "stale use", "abstains", "score"]
+    header += ["norm. score"]
     header += ["action F1", "event F1", "confusion probes"]
     llm = bool(llm_cells(cells))  # the LLM usage columns, where an agent called a model
     header += [title for title, _ in LLM_COLUMNS.values()] if llm else []
@@ -222,7 +223,8 @@ def _env_section(
         row += [_agg(s["drift_slope"]), _agg(s["breakage"])]
         with_ci = bool(s["breakage_by_chain"])
         row += [_td(_e(half_life_text(half, with_ci)), half.value if with_ci else math.nan)]
-        row += [_agg(s["stale_use"]), _agg(s["score"]), _agg(s["normalised_score"])]
+        row += [_agg(s["stale_use"]), _agg(s["abstention"]), _agg(s["score"])]
+        row += [_agg(s["normalised_score"])]
         row += [_agg(s[f"confusion_{k}"]) for k in ("action_f1", "event_f1", "probe_accuracy")]
         row += [_llm_td(s, k) for k in LLM_COLUMNS] if llm else []
         cell = by_key[(s["env"], s["horizon"], s["agent"])]
@@ -230,7 +232,7 @@ def _env_section(
         rows.append("".join(row))
     png = base64.b64encode(pngs[env]).decode("ascii")
     return (
-        f"<h2 id=\"env-{_e(env)}\">{_e(env)}</h2>"
+        f'<h2 id="env-{_e(env)}">{_e(env)}</h2>'
         + _table(header, rows, f"env-table-{index}")
         + _note(" ".join(filter(None, [LLM_NOTE if llm else "", marks_note(cells)])))
         + f'<img class="plot" alt="{_e(env)} plots" src="data:image/png;base64,{png}">'
@@ -269,7 +271,7 @@ def render_html(
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         "<title>wmkit leaderboard</title>"
         f"<style>{_CSS}</style></head><body>"
-        f"<h1>wmkit leaderboard</h1><p class=\"note\">{_e(INTRO)}</p><p>{nav}</p>"
+        f'<h1>wmkit leaderboard</h1><p class="note">{_e(INTRO)}</p><p>{nav}</p>'
         + (_ranking(ranking) if ranking else "")
         + _matrix(ranking, improvements)
         + "".join(sections)

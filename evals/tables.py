@@ -51,6 +51,9 @@ INTRO = (
     "Drift = 1 - F1(tracked facts, true facts of entities mentioned so far), mean over "
     "steps. Breakage = share of probes answered wrong from the tracked state; half-life "
     "= shortest chain length (steps back to the anchor) whose breakage is >= 50%. "
+    "Abstains = share of abstention probes (questions about an entity the episode "
+    "never had; the right answer is unknown) answered unknown: a tracker that guesses "
+    "scores low; breakage leaves them out. "
     "Stale use = share of answers and decisions relying on a released or superseded "
     "fact. Causal confusion: the agent's change at each step (its tracker's prediction "
     "where it makes one, else tracked_t minus tracked_t-1), split by (subject, "
@@ -226,7 +229,7 @@ def render_markdown(
         header = ["horizon", "agent", "seeds", "drift [95% CI]"]
         header += [f"drift@{k.rsplit('_', 1)[1]}" for k in horizons]
         header += ["slope /100 steps", "breakage [95% CI]", "half-life [95% CI]"]
-        header += ["stale use [95% CI]", "score", "norm. score [95% CI]"]
+        header += ["stale use [95% CI]", "abstains [95% CI]", "score", "norm. score [95% CI]"]
         rows = []
         for s in cells:
             seeds = str(len(s["seeds"])) + (f" ({s['failed']} failed)" if s["failed"] else "")
@@ -234,7 +237,7 @@ def render_markdown(
             row += [fmt(s[k]) if k in s else "–" for k in horizons]
             row += [fmt(s["drift_slope"]), fmt(s["breakage"], ci=True)]
             row += [half_life_text(s["half_life_ci"], with_ci=bool(s["breakage_by_chain"]))]
-            row += [fmt(s["stale_use"], ci=True), fmt(s["score"])]
+            row += [fmt(s["stale_use"], ci=True), fmt(s["abstention"], ci=True), fmt(s["score"])]
             row += [fmt(s["normalised_score"], ci=True)]
             rows.append(row)
         lines += ["", f"## {env}", "", *_table(header, rows, marks_note(cells))]

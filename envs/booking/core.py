@@ -159,6 +159,7 @@ class BookingFuncEnv(CoreDefaults, FuncEnv[BookingState, str, str, int, bool, No
             probes=events.probes(state),
             state_hash=_state_hash(state, truth.digest),
             mentioned=state.mentioned,
+            step=state.step,
         )
 
     def probes(self, state: BookingState) -> list[Probe]:

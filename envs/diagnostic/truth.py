@@ -5,19 +5,26 @@ containers, ARCHITECTURE §3) and its deltas with :func:`changes_delta` from the
 changes its transition noted, split by cause: the agent's command, then world events.
 An env that cannot see causes (an emulator) splits with :func:`split_by_counterfactual`
 against a run where the agent only waited; both keep every :func:`fact_slot` in one part.
+
+Given the step, :func:`truth_info` adds the step's abstention probes
+(:func:`abstention_probes`): questions about an entity the episode never had, whose
+right answer is ``UNKNOWN``, so a tracker that guesses is caught.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+import hashlib
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from wmkit.world.types import Delta, Fact, Probe, delta_info
+from wmkit.world.types import UNKNOWN, Delta, Fact, Probe, delta_info
 
 __all__ = [
+    "NONCE_NAMES",
     "NO_DELTA",
     "Change",
     "Slot",
+    "abstention_probes",
     "changes_delta",
     "fact_slot",
     "split_by_counterfactual",
@@ -110,6 +117,66 @@ def split_by_counterfactual(
     return action, event
 
 
+NONCE_NAMES = ("quillon", "marrow", "tansy", "orpine", "sorrel", "vetch", "hollin", "brume")
+"""Names no family gives an entity, for the abstention probes of entities named by word
+(tests/envs/test_family_contract.py checks that no family's text uses one)."""
+
+
+def _never_had(subject: str, taken: Collection[str], digest: bytes) -> str | None:
+    """An id of ``subject``'s type that is not in ``taken``, chosen by ``digest``.
+
+    A name with digits keeps its letters and gets other digits (``parcel:px-8960`` ->
+    ``parcel:px-4173``); a name of words gets a :data:`NONCE_NAMES` word. None for a
+    subject without a ``type:`` prefix (``player``) or when every try is taken.
+    """
+    kind, sep, name = subject.partition(":")
+    if not sep or not name:
+        return None
+    for attempt in range(4):
+        if any(c.isdigit() for c in name):
+            digits = iter(digest[attempt * 8 :] + digest)
+            new = "".join(str(next(digits) % 10) if c.isdigit() else c for c in name)
+        else:
+            new = NONCE_NAMES[(digest[attempt] + attempt) % len(NONCE_NAMES)]
+        candidate = f"{kind}:{new}"
+        if candidate not in taken:
+            return candidate
+    return None
+
+
+def abstention_probes(
+    state: Sequence[Fact], probes: Sequence[Probe], step: int, key: str
+) -> list[Probe]:
+    """The abstention probe of a step: a question whose right answer is ``UNKNOWN``.
+
+    At a step with probes due, the first due probe about a typed entity gives its
+    relation and the type of the entity asked about; the question is about another
+    entity of that type that the episode does not have (:func:`_never_had`: in no true
+    fact as subject or object, a word no family uses or digits of its own). A later
+    step may hand out a numbered id so drawn (a new parcel); up to the step asked, no
+    observation stated it, which is what the probe asks. Chosen from ``key``
+    (the state's hash, itself a function of the episode's seed and the step), so it
+    draws nothing from the family's generators: the episode is the same with or without
+    it. Kind ``abstention``, anchored at ``step`` (chain length 0: it measures guessing,
+    not memory).
+
+    Args:
+        state: the true facts now.
+        probes: the probes due now (the family's).
+        step: the step they are asked at.
+        key: a per-state string (the state hash).
+    """
+    asked = next((p for p in probes if ":" in p.subject), None)
+    if asked is None:
+        return []
+    taken = {f.subject for f in state} | {f.object for f in state}
+    digest = hashlib.blake2b(f"{key}|{step}".encode(), digest_size=32).digest()
+    subject = _never_had(asked.subject, taken, digest)
+    if subject is None:
+        return []
+    return [Probe(subject, asked.relation, UNKNOWN, step, "abstention")]
+
+
 def truth_info(
     *,
     state: Iterable[Fact],
@@ -118,6 +185,7 @@ def truth_info(
     probes: Iterable[Probe],
     state_hash: str,
     mentioned: Iterable[str],
+    step: int | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """Return a step's ``wm.*`` info (fresh containers, so callers may keep or change it).
@@ -129,12 +197,17 @@ def truth_info(
         probes: the questions due now.
         state_hash: a fast hash of the true state (transposition, caching).
         mentioned: the entity ids the observation names (any order, repeats allowed).
+        step: the step; given, the step's abstention probe (:func:`abstention_probes`)
+            follows the family's probes.
         **extra: family-specific keys, given without the ``wm.`` prefix.
     """
+    facts, due = list(state), list(probes)
+    if step is not None and due:
+        due += abstention_probes(facts, due, step, state_hash)
     info = {
-        "wm.state": list(state),
+        "wm.state": facts,
         "wm.delta": delta_info(action, event),
-        "wm.probes": list(probes),
+        "wm.probes": due,
         "wm.state_hash": state_hash,
         "wm.mentioned": sorted(set(mentioned)),
     }

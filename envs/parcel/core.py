@@ -158,6 +158,7 @@ class ParcelFuncEnv(CoreDefaults, FuncEnv[ParcelState, str, str, int, bool, None
             probes=self.probes(state),
             state_hash=_hash(state, digest),
             mentioned=state.said,
+            step=state.step,
         )
 
     def probes(self, state: ParcelState) -> list[Probe]:

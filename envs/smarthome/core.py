@@ -374,6 +374,7 @@ class SmartHomeFuncEnv(
             probes=probes(state),
             state_hash=_state_hash(state.seed, state.step, world, tasks_text, rules.digest),
             mentioned=state.mentioned,
+            step=state.step,
         )
 
     def probes(self, state: SmartHomeState) -> list[Probe]:

@@ -125,6 +125,7 @@ class VaultFuncEnv(CoreDefaults, FuncEnv[VaultState, str, str, int, bool, None, 
             state_hash=state_hash(state, vec),
             mentioned=[v[p] for kind, _, v in state.messages for p in _FORMS[kind].entities],
             rules=list(state.world.rules),
+            step=state.step,
         )
 
     def facts(self, state: VaultState, vec: tuple[int, ...] | None = None) -> list[Fact]:

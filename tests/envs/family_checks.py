@@ -25,7 +25,7 @@ from gymnasium.utils.env_checker import data_equivalence
 
 from wmkit.agents.trackers import ClaimMemory
 from wmkit.evals.metrics import drift
-from wmkit.world.types import Claim, Fact, WorldState
+from wmkit.world.types import UNKNOWN, Claim, Fact, WorldState
 
 __all__ = [
     "AGENT_KEYS",
@@ -210,8 +210,10 @@ def probe_chains(env: Any, seed: int, steps: int, pick: Callable) -> tuple[list[
     """Play ``steps`` with ``pick(rng, info, env)`` and check every probe on the way.
 
     Each probe must ask about a mentioned entity, carry the true answer and an anchor in
-    ``[0, moves]``. Returns the chain lengths and a count of the probe kinds, for the
-    family's own assertions about what its probes cover.
+    ``[0, moves]``; an abstention probe, about an entity neither mentioned nor in the
+    true state, with the answer ``UNKNOWN``, anchored now (it is no chain). Returns the
+    chain lengths and a count of the probe kinds, for the family's own assertions about
+    what its probes cover.
     """
     rng = random.Random(seed)
     _, info = env.reset(seed=seed)
@@ -223,11 +225,16 @@ def probe_chains(env: Any, seed: int, steps: int, pick: Callable) -> tuple[list[
         mentioned.update(info["wm.mentioned"])
         truth = WorldState(info["wm.state"])
         for probe in info["wm.probes"]:
+            kinds[probe.kind] += 1
+            if probe.kind == "abstention":  # about an entity the episode never had
+                assert probe.subject not in mentioned and probe.answer == UNKNOWN
+                assert not truth.restrict({probe.subject}).facts
+                assert probe.anchor_step == info["moves"]
+                continue
             assert probe.subject in mentioned
             assert truth.value(probe.subject, probe.relation) == probe.answer
             assert 0 <= probe.anchor_step <= info["moves"]
             chains.append(info["moves"] - probe.anchor_step)
-            kinds[probe.kind] += 1
         if terminated:
             break
     return chains, kinds
@@ -347,7 +354,7 @@ def replay_with_full_memory(
     Returns:
         ``(described, probes)``: claims whose subject was a description, probes checked.
     """
-    described = probes = 0
+    described = probes = abstentions = 0
     for seed in seeds:
         env = make(ground_truth=True, horizon=horizons[seed % len(horizons)], **config)
         rng = random.Random(seed)
@@ -363,12 +370,18 @@ def replay_with_full_memory(
             assert tracker.facts() == truth.restrict(mentioned).facts, (seed, info["moves"], obs)
             for probe in info["wm.probes"]:
                 key = (probe.subject, probe.relation)
+                if probe.kind == "abstention":  # never stated: perfect memory holds nothing
+                    assert probe.answer == UNKNOWN and key not in tracker.values, probe
+                    assert probe.subject not in mentioned, probe
+                    abstentions += 1
+                    continue
                 assert tracker.values[key] == probe.answer
                 assert not exact_anchors or tracker.stated_at[key] == probe.anchor_step, probe
                 probes += 1
             if truncated:
                 break
             obs, _, _, truncated, info = env.step(pick_action(rng, info))
+    assert abstentions > 0, "the family asks no abstention probe"
     return described, probes
 
 

@@ -618,7 +618,7 @@ def test_commands_ignore_case_and_spacing():
 def test_probes_are_true_and_anchored_with_short_and_long_chains():
     env = make(ground_truth=True, horizon=400, probe_rate=1.0)
     chains, kinds = probe_chains(env, 9, 400, lambda rng, info, env: pick_action(rng, info))
-    assert set(kinds) == {"drift", "breakage", "stale"}
+    assert set(kinds) == {"drift", "breakage", "stale", "abstention"}
     assert min(chains) <= 2 and max(chains) >= 200
 
 

@@ -20,8 +20,8 @@ from gymnasium.utils.env_checker import check_env
 
 from wmkit.agents.trackers import OracleTracker, WindowTracker
 from wmkit.envs import DIAGNOSTIC_IDS
-from wmkit.envs.diagnostic import DiagnosticEnv, FamilyCore, FamilyParams
-from wmkit.envs.diagnostic.truth import fact_slot
+from wmkit.envs.diagnostic import DiagnosticEnv, FamilyCore, FamilyParams, truth
+from wmkit.envs.diagnostic.truth import NONCE_NAMES, fact_slot
 from wmkit.evals.metrics import drift
 from wmkit.world.types import Fact, WorldState
 
@@ -64,7 +64,7 @@ def test_probes_ask_about_mentioned_entities_with_anchors_in_range(env_id):
     env = make(env_id, ground_truth=True, horizon=300, probe_rate=0.5)
     chains, kinds = probe_chains(env, 5, 300, lambda rng, info, env: random_action(rng, info))
     assert len(chains) > 20 and min(chains) >= 0
-    assert set(kinds) <= {"drift", "breakage", "confusion", "stale"}
+    assert set(kinds) <= {"drift", "breakage", "confusion", "stale", "abstention"}
 
 
 @pytest.mark.parametrize("env_id", DIAGNOSTIC_IDS)
@@ -172,3 +172,38 @@ def test_difficulty_bites_the_window_grows_with_the_horizon_and_the_oracle_stays
     long = _mean_drift(env_id, WindowTracker(reader, k=10), 300, range(3))
     assert long > short > 0, (short, long)
     assert _mean_drift(env_id, OracleTracker(), 300, range(2)) == 0
+
+
+def test_no_family_names_an_entity_with_an_abstention_word():
+    # The abstention probes' invented names must be names no episode can have.
+    import re
+    from pathlib import Path
+
+    import wmkit.envs as envs
+
+    root = Path(envs.__file__).parent
+    texts = [p.read_text().lower() for p in root.rglob("*.py") if p.name != "truth.py"]
+    for word in NONCE_NAMES:
+        assert not any(re.search(rf"\b{word}\b", t) for t in texts), word
+
+
+@pytest.mark.parametrize("env_id", DIAGNOSTIC_IDS)
+def test_abstention_probes_change_nothing_else(env_id, monkeypatch):
+    # The same episode with the abstention probes left out is the same episode: they
+    # draw from no generator of the family.
+    def steps(env):
+        rng, out, asked = random.Random(5), [], 0
+        obs, info = env.reset(seed=5)
+        for _ in range(60):
+            probes = info["wm.probes"]
+            asked += sum(p.kind == "abstention" for p in probes)
+            out.append((obs, [p for p in probes if p.kind != "abstention"], info["wm.state"]))
+            obs, _, terminated, truncated, info = env.step(random_action(rng, info))
+            if terminated or truncated:
+                break
+        return out, asked
+
+    with_them, asked = steps(make(env_id, ground_truth=True, probe_rate=1.0))
+    monkeypatch.setattr(truth, "abstention_probes", lambda *args: [])
+    without, none = steps(make(env_id, ground_truth=True, probe_rate=1.0))
+    assert with_them == without and asked > 0 and none == 0

@@ -338,7 +338,7 @@ def test_delta_explains_every_change():
 def test_probes_are_true_and_anchored():
     env = make(ground_truth=True, horizon=400, probe_rate=1.0)
     chains, kinds = probe_chains(env, 9, 400, lambda rng, info, env: pick_action(rng, info))
-    assert set(kinds) == {"drift", "breakage", "confusion"}
+    assert set(kinds) == {"drift", "breakage", "confusion", "abstention"}
     assert min(chains) <= 2 and max(chains) >= 200  # short and long gaps both occur
 
 

@@ -32,7 +32,7 @@ from wmkit.evals.records import (
     write_record,
 )
 from wmkit.evals.runner import make_env, play_episode, run_episode
-from wmkit.world.types import Delta, Fact, Probe, WorldState
+from wmkit.world.types import UNKNOWN, Delta, Fact, Probe, WorldState
 
 FAMILIES = ["Parcel", "SmartHome", "Booking", "Vault"]
 BOOKING_LABELS = {
@@ -53,7 +53,7 @@ def _legacy_run_episode(env, agent, seed):
     series = []
     outcomes = []
     history = TruthHistory()
-    stale_answers = stale_decisions = 0
+    answers = stale_answers = stale_decisions = 0
     step = 0
     while True:
         mentioned.update(info["wm.mentioned"])
@@ -67,11 +67,13 @@ def _legacy_run_episode(env, agent, seed):
             outcomes.append(
                 ProbeOutcome(
                     chain=step - probe.anchor_step,
-                    correct=answer == probe.answer,
+                    correct=(answer or UNKNOWN) == probe.answer,  # None: the tracker abstains
                     kind=probe.kind,
                 )
             )
-            stale_answers += history.is_stale(probe.subject, probe.relation, answer)
+            if probe.kind != "abstention":  # about no fact: no answer to be stale
+                answers += 1
+                stale_answers += history.is_stale(probe.subject, probe.relation, answer)
         view = agent.view(info)
         action = agent.policy.act(observation, view, tracked)
         observation, reward, terminated, truncated, info = env.step(action)
@@ -85,7 +87,7 @@ def _legacy_run_episode(env, agent, seed):
             break
     mentioned.update(info["wm.mentioned"])
     series.append(drift(agent.tracker.state, WorldState(info["wm.state"]), mentioned))
-    stale = StaleCounts(len(outcomes), stale_answers, step, stale_decisions)
+    stale = StaleCounts(answers, stale_answers, step, stale_decisions)
     return {
         "steps": step,
         "score": int(info.get("score", 0)),

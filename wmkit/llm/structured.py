@@ -171,11 +171,10 @@ def extract_json(text: str) -> str:
 
 
 def _checked(text: str) -> str:
-    """``text`` if it parses as JSON; one that parses only with raw control characters
-    in its strings comes back re-encoded with them escaped.
+    """Return ``text`` if it is JSON, re-encoded if it is JSON only with raw control chars.
 
     A grammar-constrained reply may hold a bare newline inside a string (llama.cpp's
-    string rule lets any character but ``"`` and ``\\`` through); strict JSON, and so
+    string rule lets any character but a quote or a backslash through); strict JSON, and so
     pydantic, refuses it, though what the model meant is plain.
 
     Raises:

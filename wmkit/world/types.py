@@ -49,7 +49,7 @@ class Fact(NamedTuple):
     object: str
 
 
-ProbeKind = Literal["drift", "breakage", "confusion", "stale"]
+ProbeKind = Literal["drift", "breakage", "confusion", "stale", "abstention"]
 
 UNKNOWN = "unknown"
 """The answer of an abstention probe (a question about something never stated), and

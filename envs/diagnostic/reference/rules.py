@@ -209,6 +209,7 @@ class ReferenceCore(
             probes=self.probes(state),
             state_hash=hashlib.blake2b(key.encode(), digest_size=8).hexdigest(),
             mentioned=state.mentioned,
+            step=state.step,
         )
 
     def probes(self, state: ReferenceState) -> list[Probe]:
