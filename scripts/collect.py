@@ -28,6 +28,7 @@ from rich.markup import escape
 from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated
 from wmkit.evals.progress import episode_description, progress_bar
 from wmkit.evals.runner import env_module, make_env, run_episode
+from wmkit.evals.specs import LLMSpec
 from wmkit.evals.suite import AgentSpec, EnvSpec, build_agent, fingerprint, plays
 from wmkit.jsonl import JsonlLog
 from wmkit.knowledge.recording import (
@@ -65,6 +66,8 @@ class CollectConfig(BaseModel):
     shard_bytes: int = Field(default=128 << 20, ge=1)
     state_relations: list[str] | None = ["status"]
     progress: bool = True
+    llm: LLMSpec = Field(default_factory=LLMSpec)
+    """The ``llm`` group: the model LLM agents interpolate (``${llm.client}``)."""
 
 
 def _episode_prefix(agent: str, horizon: int) -> str:
