@@ -101,13 +101,14 @@ class _Recorder:
     ) -> StepRecord:
         tracked, truth = tracker.state, WorldState(info["wm.state"])
         probes = tuple(Probe(*p) for p in info.get("wm.probes", ()))
-        answers = tuple(tracked.value(p.subject, p.relation) for p in probes)
         answer = getattr(tracker, "answer", None)
         # A tracker that answers questions itself (an LLM reading its window) is asked
         # them: the subject and relation only, never the answer. The final step's
         # probes are not scored (metrics.probe_outcomes), so they are not asked.
         if answer is not None and probes and not (terminated or truncated):
             answers = tuple(answer([(p.subject, p.relation) for p in probes]))
+        else:
+            answers = tuple(tracked.value(p.subject, p.relation) for p in probes)
         delta = info.get("wm.delta", {})
         step = StepRecord(
             action=action,
