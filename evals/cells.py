@@ -70,7 +70,9 @@ def episode_metrics(row: Mapping[str, Any]) -> dict[str, float]:
     (share of probes answered wrong, abstention probes left out), ``abstention`` (share
     of abstention probes answered unknown), ``stale_use``, ``score``, ``max_score``,
     ``normalised_score`` (``score / max_score`` where the env states a maximum > 0),
-    and ``confusion_<key>`` for each of :data:`CONFUSION_KEYS`; for a row with ``llm``
+    ``seconds_per_step`` (wall seconds of the episode, the agent's own thinking included,
+    per step, for rows that timed it), and ``confusion_<key>`` for each of
+    :data:`CONFUSION_KEYS`; for a row with ``llm``
     (its agent called a language model), :data:`LLM_METRICS`. The leaderboard's
     aggregates, the CSV, the tidy table and the tracking logs all read these.
     """
@@ -90,6 +92,8 @@ def episode_metrics(row: Mapping[str, Any]) -> dict[str, float]:
     out["max_score"] = most
     if _finite(most) and most > 0 and _finite(row.get("score")):
         out["normalised_score"] = row["score"] / most
+    if _finite(row.get("seconds")) and row.get("steps"):
+        out["seconds_per_step"] = row["seconds"] / row["steps"]
     confusion = row.get("confusion") or {}
     out |= {f"confusion_{k}": confusion.get(k) for k in CONFUSION_KEYS}
     if row.get("llm") is not None:

@@ -508,8 +508,9 @@ def score_episode(record: EpisodeRecord) -> dict[str, Any]:
         :func:`probe_outcomes`), ``stale`` (:func:`stale_counts` as a dict),
         ``stale_use`` (their share) and ``confusion`` (:func:`confusion_scores` as a
         dict; where the tracker predicted any step, ``confusion["tracked"]`` holds the
-        delta scores of its tracked state's change alone); and ``llm``, the
-        record's ``usage`` (what the agent's language models cost), when it has one.
+        delta scores of its tracked state's change alone); ``llm``, the record's
+        ``usage`` (what the agent's language models cost), when it has one; and
+        ``seconds`` (the episode's wall time), when it was timed.
     """
     states = list(record.states())
     series = drift_series(record, states)
@@ -528,6 +529,8 @@ def score_episode(record: EpisodeRecord) -> dict[str, Any]:
     }
     if record.usage is not None:
         row["llm"] = dict(record.usage)
+    if record.seconds is not None:
+        row["seconds"] = record.seconds
     return row
 
 

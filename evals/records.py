@@ -129,6 +129,8 @@ class EpisodeRecord:
         usage: what the agent's language models cost in the episode
             (:meth:`wmkit.llm.types.Usage.as_dict`: calls, cached, tokens_in,
             tokens_out, seconds, cost, valid, repaired, failed); None without one.
+        seconds: wall seconds the episode took, from reset to its last step, the
+            agent's own thinking (its searches) included; None when not timed.
     """
 
     seed: int
@@ -136,6 +138,7 @@ class EpisodeRecord:
     oracle: bool
     steps: tuple[StepRecord, ...]
     usage: dict[str, float] | None = None
+    seconds: float | None = None
 
     @property
     def length(self) -> int:
@@ -181,6 +184,8 @@ class RecordHeader(_Line):
         usage: as in :class:`EpisodeRecord` (its keys :data:`USAGE_KEYS`); absent
             from the line, and None, when the agent called no language model (and in
             records written before it existed).
+        seconds: as in :class:`EpisodeRecord`; absent (None) in records written
+            before it existed.
     """
 
     kind: Literal["episode"] = "episode"
@@ -191,6 +196,7 @@ class RecordHeader(_Line):
     steps: int
     meta: dict[str, Any] = {}
     usage: dict[str, int | float] | None = None  # counts stay ints, as written
+    seconds: float | None = None
 
     @field_validator("usage")
     @classmethod
@@ -269,6 +275,8 @@ def _encode(record: EpisodeRecord, meta: Mapping[str, Any]) -> Iterator[bytes]:
     }
     if record.usage is not None:  # a record without one reads as before it existed
         header["usage"] = _checked_usage(record.usage)
+    if record.seconds is not None:
+        header["seconds"] = record.seconds
     yield json.dumps(header, sort_keys=True).encode() + b"\n"
     for step in record.steps:
         line = {
@@ -404,7 +412,9 @@ def read_record(path: str | os.PathLike[str]) -> tuple[EpisodeRecord, dict[str, 
         )
     if not steps:
         raise RecordError(f"{path}: a record needs at least step 0")
-    record = EpisodeRecord(header.seed, header.agent, header.oracle, tuple(steps), header.usage)
+    record = EpisodeRecord(
+        header.seed, header.agent, header.oracle, tuple(steps), header.usage, header.seconds
+    )
     return record, dict(header.meta)
 
 

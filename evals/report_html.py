@@ -108,6 +108,11 @@ def _agg(a: Aggregate, *, mean: bool = False) -> str:
     return _td(text, value if a.n else math.nan)
 
 
+def _seconds_td(s: Summary) -> str:
+    """Wall seconds per step (the agent's thinking included); – for rows never timed."""
+    return _agg(s["seconds_per_step"]) if "seconds_per_step" in s else _td("–", math.nan)
+
+
 def _llm_td(s: Summary, metric: str) -> str:
     """A cell of an LLM usage column: the mean per episode (:func:`llm_text`), sortable."""
     found = s.get(metric)
@@ -208,7 +213,7 @@ def _env_section(
     horizons = horizon_keys(cells)
     header = ["agent", "horizon", "seeds", "drift"] + [f"drift@{k[9:]}" for k in horizons]
     header += ["slope /100", "breakage", "half-life", "stale use", "abstains", "score"]
-    header += ["norm. score"]
+    header += ["norm. score", "s/step"]
     header += ["action F1", "event F1", "confusion probes"]
     llm = bool(llm_cells(cells))  # the LLM usage columns, where an agent called a model
     header += [title for title, _ in LLM_COLUMNS.values()] if llm else []
@@ -224,7 +229,7 @@ def _env_section(
         with_ci = bool(s["breakage_by_chain"])
         row += [_td(_e(half_life_text(half, with_ci)), half.value if with_ci else math.nan)]
         row += [_agg(s["stale_use"]), _agg(s["abstention"]), _agg(s["score"])]
-        row += [_agg(s["normalised_score"])]
+        row += [_agg(s["normalised_score"]), _seconds_td(s)]
         row += [_agg(s[f"confusion_{k}"]) for k in ("action_f1", "event_f1", "probe_accuracy")]
         row += [_llm_td(s, k) for k in LLM_COLUMNS] if llm else []
         cell = by_key[(s["env"], s["horizon"], s["agent"])]

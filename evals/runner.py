@@ -11,6 +11,7 @@ to what the agent did and tracked, and hands each agent only its
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -139,6 +140,7 @@ def play_episode(env: gymnasium.Env, agent: Agent, seed: int) -> EpisodeRecord:
     agent's language models cost during the episode (None without one).
     """
     spent = agent.usage()
+    began = time.perf_counter()
     observation, info = env.reset(seed=seed)
     agent.tracker.reset(observation, agent.view(info))
     agent.policy.reset(np.random.default_rng(seed))
@@ -162,6 +164,7 @@ def play_episode(env: gymnasium.Env, agent: Agent, seed: int) -> EpisodeRecord:
         oracle=agent.oracle,
         steps=tuple(steps),
         usage=None if usage is None else usage.as_dict(),
+        seconds=round(time.perf_counter() - began, 3),
     )
 
 

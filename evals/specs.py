@@ -11,7 +11,11 @@ models, never a Hydra ``DictConfig``; :mod:`wmkit.evals.suite` builds and plays 
 
 from __future__ import annotations
 
+import fnmatch
+import os
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -28,6 +32,7 @@ __all__ = [
     "MemorySpec",
     "Needs",
     "ServeSpec",
+    "expand_games",
     "plays",
 ]
 
@@ -297,6 +302,61 @@ class LLMSpec(_Strict):
     budget: LLMBudget = Field(default_factory=LLMBudget)
 
 
+_GLOB = frozenset("*?[!")
+_STORY = re.compile(r"\.z[1-8]")  # z-machine story files
+
+
+def expand_games(envs: Mapping[str, Any]) -> dict[str, Any]:
+    """One env per game where an env's ``kwargs.game`` is a pattern or a list of them.
+
+    A game named by a glob (``"*"``, ``"*.z5"``) or a list of names and globs (a
+    leading ``!`` leaves the games it matches out: ``["*", "!sherbet.z5"]``) becomes
+    one env per matching story file of ``$WMKIT_GAMES_DIR``, named
+    ``<env name>_<file stem>``, with the rest of its spec as it was: a protocol runs on
+    any games folder without a config per game.
+
+    Raises:
+        ValueError: a pattern and no games folder, or no game matches.
+    """
+    out: dict[str, Any] = {}
+    for name, spec in envs.items():
+        kwargs = spec.get("kwargs") if isinstance(spec, Mapping) else None
+        game = kwargs.get("game") if isinstance(kwargs, Mapping) else None
+        patterns = [game] if isinstance(game, str) else game
+        if not isinstance(patterns, list) or not any(_GLOB & set(str(p)) for p in patterns):
+            out[name] = spec
+            continue
+        for found in _match_games(name, [str(p) for p in patterns]):
+            out[f"{name}_{Path(found).stem}"] = {**spec, "kwargs": {**kwargs, "game": found}}
+    return out
+
+
+def _match_games(name: str, patterns: list[str]) -> list[str]:
+    try:
+        from wmkit.envs.jericho import GAMES_DIR_VAR
+    except ImportError as err:
+        raise ValueError(
+            f"env {name!r} plays games, which need the package {err.name!r}: "
+            "pip install 'wmkit[jericho]'"
+        ) from None
+    folder = os.environ.get(GAMES_DIR_VAR)
+    if not folder or not Path(folder).is_dir():
+        raise ValueError(
+            f"env {name!r} names its games by pattern ({patterns}): set {GAMES_DIR_VAR} "
+            "to the folder they are in"
+        )
+    files = sorted(p.name for p in Path(folder).iterdir() if _STORY.fullmatch(p.suffix))
+    keep: list[str] = []
+    for pattern in patterns:
+        if pattern.startswith("!"):
+            keep = [f for f in keep if not fnmatch.fnmatch(f, pattern[1:])]
+        else:
+            keep += [f for f in files if fnmatch.fnmatch(f, pattern) and f not in keep]
+    if not keep:
+        raise ValueError(f"env {name!r}: no story file of {folder} matches {patterns}")
+    return keep
+
+
 class EvalConfig(_Strict):
     """The validated configuration of one ``wmkit-eval`` run.
 
@@ -323,6 +383,11 @@ class EvalConfig(_Strict):
     """Keep each episode's record in ``<run folder>/records/``, for ``wmkit-score``."""
     llm: LLMSpec = Field(default_factory=LLMSpec)
     """The ``llm`` group (:class:`LLMSpec`); the default serves nothing, caps nothing."""
+
+    @field_validator("envs", mode="before")
+    @classmethod
+    def _one_env_per_game(cls, envs: Any) -> Any:
+        return expand_games(envs) if isinstance(envs, Mapping) else envs
 
     @model_validator(mode="after")
     def _train_seeds_never_evaluated(self) -> EvalConfig:

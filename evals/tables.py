@@ -230,6 +230,7 @@ def render_markdown(
         header += [f"drift@{k.rsplit('_', 1)[1]}" for k in horizons]
         header += ["slope /100 steps", "breakage [95% CI]", "half-life [95% CI]"]
         header += ["stale use [95% CI]", "abstains [95% CI]", "score", "norm. score [95% CI]"]
+        header += ["s/step"]
         rows = []
         for s in cells:
             seeds = str(len(s["seeds"])) + (f" ({s['failed']} failed)" if s["failed"] else "")
@@ -238,7 +239,7 @@ def render_markdown(
             row += [fmt(s["drift_slope"]), fmt(s["breakage"], ci=True)]
             row += [half_life_text(s["half_life_ci"], with_ci=bool(s["breakage_by_chain"]))]
             row += [fmt(s["stale_use"], ci=True), fmt(s["abstention"], ci=True), fmt(s["score"])]
-            row += [fmt(s["normalised_score"], ci=True)]
+            row += [fmt(s["normalised_score"], ci=True), _seconds(s)]
             rows.append(row)
         lines += ["", f"## {env}", "", *_table(header, rows, marks_note(cells))]
         header = ["horizon", "agent", "action F1 [95% CI]", "action exact"]
@@ -255,6 +256,12 @@ def render_markdown(
         lines += _table(header, rows, marks_note(cells))
         lines += _llm_lines(env, cells)
     return "\n".join(lines) + "\n"
+
+
+def _seconds(s: Summary) -> str:
+    """Mean wall seconds per step (the agent's thinking included), or – when not timed."""
+    found = s.get("seconds_per_step")
+    return "–" if found is None or not found.n else f"{found.mean:.3g}"
 
 
 def _llm_lines(env: str, cells: Sequence[Summary]) -> list[str]:

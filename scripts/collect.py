@@ -1,8 +1,10 @@
 """``wmkit-collect``: run agents and record trajectories and curiosity scenes.
 
 Every (env, horizon, seed, agent) episode is played by the eval runner with the env
-wrapped in a :class:`~wmkit.knowledge.recording.Recorder` and the agent's tracker in a
-:class:`~wmkit.knowledge.recording.RecordingTracker`, and written to
+wrapped in a :class:`~wmkit.knowledge.recording.Recorder`, the agent's tracker in a
+:class:`~wmkit.knowledge.recording.RecordingTracker` and its policy in a
+:class:`~wmkit.agents.recording.RecordingPolicy` (a searching policy's visit counts
+become each row's ``search``: the policy targets of ``wmkit-train-value``), and written to
 ``<data_dir>/<env_name>/`` (``trajectories/`` and ``scenes.jsonl``). A run resumes by
 itself: episodes already committed to the data folder are skipped, and settings that
 differ from those the folder's episodes were recorded with are refused.
@@ -16,6 +18,7 @@ Examples:
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +28,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from wmkit.agents.recording import RecordingPolicy
 from wmkit.evals.isolation import EpisodeFailed, Heartbeat, run_isolated
 from wmkit.evals.progress import episode_description, progress_bar
 from wmkit.evals.runner import env_module, make_env, run_episode
 from wmkit.evals.specs import LLMSpec
-from wmkit.evals.suite import AgentSpec, EnvSpec, build_agent, fingerprint, plays
+from wmkit.evals.suite import AgentSpec, Artifacts, EnvSpec, build_agent, fingerprint, plays
 from wmkit.jsonl import JsonlLog
 from wmkit.knowledge.recording import (
     RecordedEpisode,
@@ -65,13 +69,16 @@ class CollectConfig(BaseModel):
     shard_rows: int = Field(default=50_000, ge=1)
     shard_bytes: int = Field(default=128 << 20, ge=1)
     state_relations: list[str] | None = ["status"]
+    tag: str = Field(default="", pattern=r"^[A-Za-z0-9_.@+-]*/?$")
+    """Put before every episode id (``<tag><agent>/h<horizon>/seed=<seed>``): folders
+    collected by the same agents (expert iteration's rounds) stay apart in training."""
     progress: bool = True
     llm: LLMSpec = Field(default_factory=LLMSpec)
     """The ``llm`` group: the model LLM agents interpolate (``${llm.client}``)."""
 
 
-def _episode_prefix(agent: str, horizon: int) -> str:
-    return f"{agent}/h{horizon}/"
+def _episode_prefix(agent: str, horizon: int, tag: str = "") -> str:
+    return f"{tag}{agent}/h{horizon}/"
 
 
 def _collect_episode(
@@ -82,6 +89,8 @@ def _collect_episode(
     agent_spec: AgentSpec,
     seed: int,
     state_relations: list[str] | None,
+    artifacts: Artifacts | None = None,
+    tag: str = "",
     heartbeat: bool = False,
 ) -> RecordedEpisode:
     """Play and record one episode; runs in a worker when the env is isolated.
@@ -98,12 +107,13 @@ def _collect_episode(
         recorded.append,
         env_name=env_name,
         agent=agent_name,
-        episode_prefix=_episode_prefix(agent_name, horizon),
+        episode_prefix=_episode_prefix(agent_name, horizon, tag),
     )
     try:
-        agent = build_agent(agent_name, agent_spec, recorder)
+        agent = build_agent(agent_name, agent_spec, recorder, artifacts=artifacts)
         detector = CuriosityDetector(state_relations)
         agent.tracker = RecordingTracker(agent.tracker, recorder, detector)
+        agent.policy = RecordingPolicy(agent.policy, recorder)
         run_episode(recorder, agent, seed)
     finally:
         recorder.close()
@@ -127,11 +137,19 @@ def _check_specs(data_dir: Path, env_name: str, config: CollectConfig, players: 
     log.extend(new)
 
 
-def collect(config: CollectConfig, data_root: str | os.PathLike[str], *, console: Console) -> dict:
+def collect(
+    config: CollectConfig,
+    data_root: str | os.PathLike[str],
+    *,
+    console: Console,
+    artifacts: Mapping[str, Artifacts] | None = None,
+) -> dict:
     """Play and record every episode of ``config`` not yet in ``data_root``.
 
     An agent records the envs it plays (:func:`~wmkit.evals.suite.plays`: its ``envs``,
-    the env's ``agents``).
+    the env's ``agents``). ``artifacts`` gives, per env name, what was trained for it
+    (the parts whose ``needs`` list ``rules`` or ``checkpoint`` get those paths: the
+    expert-iteration rounds collect with the last round's network).
 
     Returns:
         Per env name: ``{"dir": Path, "episodes": recorded now, "skipped": already
@@ -156,7 +174,7 @@ def collect(config: CollectConfig, data_root: str | os.PathLike[str], *, console
             for horizon in config.horizons
             for seed in config.seeds
             for agent_name in players
-            if f"{_episode_prefix(agent_name, horizon)}seed={seed}" not in done
+            if f"{_episode_prefix(agent_name, horizon, config.tag)}seed={seed}" not in done
         ]
         plan += todo
         skipped = len(config.horizons) * len(config.seeds) * len(players) - len(todo)
@@ -185,7 +203,7 @@ def collect(config: CollectConfig, data_root: str | os.PathLike[str], *, console
                 )
                 spec = config.envs[env_name]
                 args = (env_name, spec, horizon, agent_name, config.agents[agent_name], seed)
-                args += (config.state_relations,)
+                args += (config.state_relations, (artifacts or {}).get(env_name), config.tag)
                 try:
                     if spec.isolate:
                         label = str(spec.kwargs.get("game", spec.id))

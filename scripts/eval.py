@@ -27,6 +27,7 @@ from wmkit.evals.runner import env_module
 from wmkit.evals.suite import EvalConfig, run_suite
 from wmkit.llm.errors import LLMError
 from wmkit.scripts.entry import check_budget, check_failures, hydra_entry, run_console
+from wmkit.scripts.expert_iteration import log_rounds, rounds_table, write_rounds
 from wmkit.scripts.llm_backend import serving
 from wmkit.scripts.pipeline import PipelineConfig, run_pipeline, stage_table
 from wmkit.scripts.tracking import episode_logger, log_leaderboard, pop_logger, start_run
@@ -71,6 +72,10 @@ def _evaluate(config: EvalConfig, pipeline: PipelineConfig, logger: RunLogger) -
             "artifacts": {env: a.model_dump() for env, a in artifacts.items()},
         }
         (out / PIPELINE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        rounds = write_rounds(stages, out)  # expert iteration's, when it ran
+        if rounds:
+            run_console(stderr=True, width=140).print(rounds_table(rounds))
+            log_rounds(logger, rounds, out)
         with serving(config, out, console):  # llm=local: its model, when none answers
             paths = run_suite(
                 config, out, variant=variant, console=console, artifacts=artifacts,

@@ -11,7 +11,10 @@ first runs, in this process and with the stages' own functions:
    ``rules``;
 3. **train_value** (:func:`wmkit.trainers.value.train_value`): the value network from
    the same episodes, with ``pipeline.train_value`` (``configs/stage/train_value.yaml``),
-   when an agent needs ``checkpoint``.
+   when an agent needs ``checkpoint``;
+4. with ``pipeline.expert_iteration``, its rounds (:mod:`wmkit.scripts.expert_iteration`:
+   collect with a search over the last network, train on everything so far, evaluate);
+   the agents get the last round's network.
 
 Each stage of each env writes one folder, ``<cache_dir>/<stage>/<fingerprint>/``: its
 output and ``stage.json`` (what it was made from, when, in how many seconds). The
@@ -31,57 +34,33 @@ config whose ``seeds`` meet its ``train_seeds``.
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.util
 import json
-import os
-import shutil
-import time
-import uuid
-from collections.abc import Callable
-from functools import cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from rich.console import Console
-from rich.table import Table
 
-from wmkit.evals.suite import AgentSpec, Artifacts, EvalConfig, fingerprint, plays
+from wmkit.evals.suite import AgentSpec, Artifacts, EvalConfig, plays
 from wmkit.scripts import distill as distill_script
 from wmkit.scripts import train_value as train_value_script
 from wmkit.scripts.collect import CollectConfig, collect
 from wmkit.scripts.distill import DistillConfig
+from wmkit.scripts.expert_iteration import ExpertIterationStage
+from wmkit.scripts.stages import STAGE_FILE, StageKey, StageRun, cached, code_hash, stage_table
 from wmkit.tracking import RunLogger
 from wmkit.trainers.value import REPORT_FILE as VALUE_REPORT_FILE
 from wmkit.trainers.value import VALUE_FILE, TrainValueConfig, train_value
 
 __all__ = [
-    "CACHE_VERSION",
     "STAGE_FILE",
     "CollectStage",
     "PipelineConfig",
-    "StageKey",
     "StageRun",
     "run_pipeline",
     "stage_table",
 ]
 
-CACHE_VERSION = 1
-"""Part of every fingerprint: bump it when what a stage writes changes in a way its
-source hash would not show (a dependency's behaviour, the cache layout)."""
-STAGE_FILE = "stage.json"
-"""In every stage folder: the key it was made from, when, and in how many seconds."""
-
-# The code each stage runs, whose source goes into its fingerprint: an edit retrains.
-_CODE = {
-    "collect": ("wmkit", "wmkit.envs", "wmkit.evals.runner", "wmkit.evals.suite",
-                "wmkit.evals.isolation", "wmkit.scripts.collect"),
-    "distill": ("wmkit.knowledge", "wmkit.llm", "wmkit.world", "wmkit.trainers.distill",
-                "wmkit.trainers.rewards", "wmkit.trainers.types", "wmkit.scripts.distill"),
-    "train_value": ("wmkit.knowledge.recording", "wmkit.search.value_net",
-                    "wmkit.trainers.value", "wmkit.trainers.distill"),
-}  # fmt: skip
 # Config keys the pipeline sets itself, or that do not change what a stage makes.
 _DISTILL_RUN_ONLY = frozenset({"data_dirs", "out_dir", "progress"})
 _VALUE_RUN_ONLY = frozenset({"data_dirs", "out_dir", "device", "threads", "resume", "progress"})
@@ -128,12 +107,15 @@ class PipelineConfig(_Strict):
             ``data_dirs``, ``out_dir`` and ``progress`` (the pipeline sets them).
         train_value: :class:`~wmkit.trainers.value.TrainValueConfig`'s settings but
             ``data_dirs``, ``out_dir``, ``resume`` and ``progress``.
+        expert_iteration: rounds of search and training after the first network
+            (None: none; :class:`~wmkit.scripts.expert_iteration.ExpertIterationStage`).
     """
 
     cache_dir: str = Field(default="runs/cache", min_length=1)
     collect: CollectStage | None = None
     distill: dict[str, Any] = Field(default_factory=dict)
     train_value: dict[str, Any] = Field(default_factory=dict)
+    expert_iteration: ExpertIterationStage | None = None
 
     @model_validator(mode="after")
     def _stage_settings_validate(self) -> PipelineConfig:
@@ -157,106 +139,6 @@ class PipelineConfig(_Strict):
         return TrainValueConfig(
             **self.train_value, data_dirs=data_dirs, resume=False, progress=progress
         )
-
-
-class StageKey(_Strict):
-    """Everything a stage folder's content depends on; its fingerprint names the folder.
-
-    Attributes:
-        stage: ``collect``, ``distill`` or ``train_value``.
-        env: the suite's env name.
-        version: :data:`CACHE_VERSION`.
-        code: the hash of the stage's source (:func:`_code_hash`).
-        settings: the stage's settings, without those that change nothing it makes.
-        inputs: the fingerprints of the stage folders it reads, by stage.
-    """
-
-    stage: str
-    env: str
-    version: int = CACHE_VERSION
-    code: str
-    settings: dict[str, Any]
-    inputs: dict[str, str] = Field(default_factory=dict)
-
-
-class StageRun(NamedTuple):
-    """One stage of one env in this run: where its folder is and whether it was there."""
-
-    stage: str
-    env: str
-    fingerprint: str
-    path: Path
-    cached: bool
-    seconds: float
-
-
-@cache
-def _code_hash(stage: str) -> str:
-    """SHA-256 over the source files of the modules and packages the stage runs."""
-    h = hashlib.sha256()
-    for name in _CODE[stage]:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            raise RuntimeError(f"cannot find module {name} to fingerprint stage {stage}")
-        if spec.submodule_search_locations:
-            root = Path(next(iter(spec.submodule_search_locations)))
-            files = sorted(root.rglob("*.py"))
-        else:
-            root, files = Path(spec.origin).parent, [Path(spec.origin)]
-        for path in files:
-            h.update(f"{name}:{path.relative_to(root).as_posix()}\0".encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()
-
-
-def _cached(
-    cache_dir: Path, key: StageKey, make: Callable[[Path], None], *, console: Console
-) -> StageRun:
-    """The stage folder of ``key``: reused when it is there, else made by ``make(tmp)``.
-
-    ``make`` writes into an empty temporary folder, renamed to the stage folder when it
-    returns; if it raises, the temporary folder is removed.
-    """
-    fp = fingerprint(key)
-    final = cache_dir / key.stage / fp
-    if (final / STAGE_FILE).is_file():
-        console.print(f"{key.stage} {key.env}: cached ({final})")
-        return StageRun(key.stage, key.env, fp, final, True, 0.0)
-    _remove_orphans(final)
-    tmp = final.with_name(f".{fp}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    tmp.mkdir(parents=True)
-    began = time.perf_counter()
-    try:
-        make(tmp)
-        seconds = time.perf_counter() - began
-        record = {"fingerprint": fp, "key": key.model_dump(mode="json"),
-                  "seconds": round(seconds, 3), "created": time.time()}  # fmt: skip
-        (tmp / STAGE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-        try:
-            tmp.rename(final)
-        except OSError:  # another run made it meanwhile: keep theirs
-            if not (final / STAGE_FILE).is_file():
-                raise
-            shutil.rmtree(tmp)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    console.print(f"{key.stage} {key.env}: done in {seconds:.1f}s ({final})")
-    return StageRun(key.stage, key.env, fp, final, False, seconds)
-
-
-def _remove_orphans(final: Path) -> None:
-    """Remove the temporary folders of ``final`` left by runs that were killed."""
-    if not final.parent.is_dir():
-        return
-    for tmp in final.parent.glob(f".{final.name}.tmp-*"):
-        pid = tmp.name.rsplit("-", 2)[-2]
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(tmp, ignore_errors=True)
-        except (ValueError, PermissionError):  # not our naming, or another user's run
-            continue
 
 
 def _public(config: BaseModel, leave_out: frozenset[str]) -> dict[str, Any]:
@@ -287,7 +169,8 @@ def run_pipeline(
     With a ``logger``, the stages that run (not those found cached) log what they make:
     distill its report under ``distill/<env>/`` and the rules as the artifact
     ``rules-<env>``; train_value each training step and epoch under
-    ``train_value/<env>/``, its scores, and the network as the artifact ``value-<env>``.
+    ``train_value/<env>/`` (expert iteration's rounds under ``train_value@<r>/<env>/``),
+    its scores, and the network as the artifact ``value-<env>``.
 
     Returns:
         Per env name, what was trained for it (what :func:`~wmkit.evals.suite.run_suite`
@@ -322,15 +205,15 @@ def run_pipeline(
                 report = json.loads((runs[-1].path / distill_script.REPORT_FILE).read_text())
                 distill_script.log_report(logger, report, runs[-1].path)
         if "checkpoint" in wanted:
-            prefix = f"train_value/{env_name}"
-            steps = None if logger is None else functools.partial(logger.log_metrics, prefix=prefix)
-            runs.append(_value_stage(config, pipeline, collected, cache_dir, console, steps))
-            checkpoint = str(runs[-1].path / VALUE_FILE)
-            if logger is not None and not runs[-1].cached:
-                report = json.loads((runs[-1].path / VALUE_REPORT_FILE).read_text())
-                train_value_script.log_report(
-                    logger, report, runs[-1].path, prefix=prefix, artifact=f"value-{env_name}"
+            net = _value_stage(config, pipeline, [collected], cache_dir, console, logger)
+            runs.append(net)
+            if pipeline.expert_iteration is not None:
+                rounds = _expert_rounds(
+                    config, pipeline, env_name, collected, net, rules, cache_dir, console, logger
                 )
+                runs += rounds
+                net = next((s for s in reversed(rounds) if s.stage.startswith("train_")), net)
+            checkpoint = str(net.path / VALUE_FILE)
         artifacts[env_name] = Artifacts(rules=rules, checkpoint=checkpoint)
     return artifacts, runs
 
@@ -362,7 +245,7 @@ def _collect_stage(
         progress=config.progress,
     )
     key = StageKey(
-        stage="collect", env=env_name, code=_code_hash("collect"),
+        stage="collect", env=env_name, code=code_hash("collect"),
         settings=_public(collect_config, frozenset({"data_dir", "progress"})),
     )  # fmt: skip
 
@@ -374,7 +257,7 @@ def _collect_stage(
                 "nothing is kept (see the errors above)"
             )
 
-    return _cached(cache_dir, key, make, console=console)
+    return cached(cache_dir, key, make, console=console)
 
 
 def _distill_stage(
@@ -387,7 +270,7 @@ def _distill_stage(
     )
     unused = "llm" if distill_config.distiller == "counting" else "counting"
     key = StageKey(
-        stage="distill", env=collected.env, code=_code_hash("distill"),
+        stage="distill", env=collected.env, code=code_hash("distill"),
         settings=_public(distill_config, _DISTILL_RUN_ONLY | {unused}),
         inputs={"collect": collected.fingerprint},
     )  # fmt: skip
@@ -396,39 +279,104 @@ def _distill_stage(
         report = distill_script.distill(distill_config, out, console=console)
         console.print(distill_script.table(report))
 
-    return _cached(cache_dir, key, make, console=console)
+    return cached(cache_dir, key, make, console=console)
 
 
 def _value_stage(
-    config: EvalConfig, pipeline: PipelineConfig, collected: StageRun, cache_dir: Path,
-    console: Console, log_fn: Callable[[dict[str, float], int], None] | None = None,
+    config: EvalConfig, pipeline: PipelineConfig, collected: list[StageRun], cache_dir: Path,
+    console: Console, logger: RunLogger | None, round_: int = 0,
 ) -> StageRun:  # fmt: skip
-    """Train the value network of ``collected``'s env (``<folder>/value.pt``).
+    """Train the network of an env on ``collected``'s episodes (``<folder>/value.pt``).
 
-    ``log_fn`` gets the training steps' metrics (``train_value``'s).
+    With a ``logger``, a stage that runs logs every training step and epoch under
+    ``train_value/<env>`` (``train_value@<round>/<env>`` for expert iteration's), its
+    scores, and the network as the artifact ``value-<env>``.
     """
+    env_name = collected[0].env
     value_config = pipeline.train_value_config(
-        [str(collected.path / collected.env)], progress=config.progress
+        [str(c.path / env_name) for c in collected], progress=config.progress
     )
+    stage = f"train_value@{round_}" if round_ else "train_value"
+    prefix = f"{stage}/{env_name}"
+    log_fn = None if logger is None else functools.partial(logger.log_metrics, prefix=prefix)
     key = StageKey(
-        stage="train_value", env=collected.env, code=_code_hash("train_value"),
+        stage=stage, env=env_name, code=code_hash("train_value"),
         settings=_public(value_config, _VALUE_RUN_ONLY),
-        inputs={"collect": collected.fingerprint},
+        inputs={c.stage: c.fingerprint for c in collected},
     )  # fmt: skip
 
     def make(out: Path) -> None:
         report = train_value(value_config, out, console=console, log_fn=log_fn)
         console.print(train_value_script.table(report))
 
-    return _cached(cache_dir, key, make, console=console)
+    run = cached(cache_dir, key, make, console=console)
+    if logger is not None and not run.cached:
+        report = json.loads((run.path / VALUE_REPORT_FILE).read_text())
+        train_value_script.log_report(
+            logger, report, run.path, prefix=prefix, artifact=f"value-{env_name}"
+        )
+    return run
 
 
-def stage_table(runs: list[StageRun]) -> Table:
-    """The stages of a run: env, stage, made now or found cached, seconds, folder."""
-    grid = Table(title="training stages (cached: found, not rerun)")
-    for name in ("env", "stage", "status", "seconds", "folder"):
-        grid.add_column(name, justify="right" if name == "seconds" else "left")
-    for r in runs:
-        status = "cached" if r.cached else "made"
-        grid.add_row(r.env, r.stage, status, f"{r.seconds:.1f}", str(r.path))
-    return grid
+def _expert_rounds(
+    config: EvalConfig, pipeline: PipelineConfig, env_name: str, collected: StageRun,
+    first: StageRun, rules: str | None, cache_dir: Path, console: Console,
+    logger: RunLogger | None,
+) -> list[StageRun]:  # fmt: skip
+    """Expert iteration's rounds for one env (:mod:`wmkit.scripts.expert_iteration`).
+
+    Returns the stages in order: ``evaluate@0``, then per round ``collect@r``,
+    ``train_value@r`` and ``evaluate@r`` (the evaluations only with ``eval_seeds``).
+    """
+    ei = pipeline.expert_iteration
+    assert ei is not None
+    env = config.envs[env_name]
+    collecting = ei.collecting()
+    players = {a: s for a, s in ei.agents.items() if plays(a, s, env_name, env)}
+    if not players:
+        raise ValueError(
+            f"no agent of pipeline.expert_iteration.agents {sorted(ei.agents)} plays env "
+            f"{env_name!r}, whose agents need a network: add one that does"
+        )
+    overlap = sorted(set(ei.eval_seeds) & set(config.train_seeds))
+    if overlap:
+        raise ValueError(f"pipeline.expert_iteration.eval_seeds meet train_seeds: {overlap}")
+
+    def search(net: StageRun, stage: str, seeds: list[int]) -> StageRun:
+        """Play ``players`` on ``seeds`` with ``net``'s network, recording the search.
+
+        The rounds' collection searches with ``budget_scale`` times the simulations;
+        their evaluation with the agents' own.
+        """
+        agents = players if stage.startswith("evaluate") else {a: collecting[a] for a in players}
+        collect_config = CollectConfig(
+            envs={env_name: env}, agents=agents, horizons=ei.horizons, seeds=seeds,
+            tag=f"{stage}/", state_relations=pipeline.collect.state_relations,  # type: ignore[union-attr]
+            progress=config.progress,
+        )  # fmt: skip
+        trained = {env_name: Artifacts(rules=rules, checkpoint=str(net.path / VALUE_FILE))}
+        key = StageKey(
+            stage=stage, env=env_name, code=code_hash("search_collect"),
+            settings=_public(collect_config, frozenset({"data_dir", "progress"})),
+            inputs={"train_value": net.fingerprint, "rules": rules or ""},
+        )  # fmt: skip
+
+        def make(out: Path) -> None:
+            summary = collect(collect_config, out, console=console, artifacts=trained)[env_name]
+            if summary["failed"]:
+                raise ValueError(f"{stage} {env_name}: {summary['failed']} episodes failed")
+
+        return cached(cache_dir, key, make, console=console)
+
+    runs: list[StageRun] = []
+    data, net = [collected], first
+    for r in range(ei.rounds + 1):
+        if r:
+            data.append(search(net, f"collect@{r}", config.train_seeds))
+            net = _value_stage(config, pipeline, data, cache_dir, console, logger, r)
+            runs += [data[-1], net]
+        if ei.eval_seeds:
+            runs.append(search(net, f"evaluate@{r}", ei.eval_seeds))
+    return runs
+
+

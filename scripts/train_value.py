@@ -45,6 +45,9 @@ def table(report: dict[str, Any]) -> Table:
 
     ``mse`` is the network's, ``const`` the train-mean predictor's, ``skill`` is
     ``1 - mse / const`` (above 0: better than the constant), ``rho`` Spearman's.
+    With a policy head, a last row gives the policy's validation cross-entropy against
+    the search's visits (``mse`` column), the uniform prior's (``const``), its skill
+    and, in ``rho``'s place, how often its top command is the most visited one.
     """
     grid = Table(title="validation: value network vs the constant (train-mean) predictor")
     for name in ("envs", "steps", "mse", "const", "skill", "rho"):
@@ -54,6 +57,13 @@ def table(report: dict[str, Any]) -> Table:
         grid.add_row(
             name, str(s["examples"]), _cell(s["mse"]), _cell(s["constant_mse"]),
             _cell(s["skill"], 3), _cell(s["spearman"], 3),
+        )  # fmt: skip
+    policy = report["eval"].get("policy")
+    if policy:
+        grid.add_row(
+            "policy (CE, uniform, skill, top)", str(policy["examples"]),
+            _cell(policy["cross_entropy"]), _cell(policy["uniform_cross_entropy"]),
+            _cell(policy["skill"], 3), _cell(policy["top_agrees"], 3),
         )  # fmt: skip
     return grid
 

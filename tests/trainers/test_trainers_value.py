@@ -110,7 +110,8 @@ def test_examples_are_the_recorded_steps_with_their_returns(vault_mcts):
     end = episodes["seed=0"]
     assert last.score == pytest.approx(end["score"] / end["max_score"])
     # Only what the agent sees: no ground truth was recorded, none could leak in.
-    assert all(set(x._fields) == {"observation", "actions", "score"} for x in ex.inputs[:3])
+    assert all(set(x._fields) == {"observation", "actions", "score", "facts"} for x in ex.inputs[:3])
+    assert all(x.facts == frozenset() for x in ex.inputs)  # facts=False reads none
 
 
 def test_network_ranks_held_out_states_and_reports_its_skill(vault_mcts, tmp_path):

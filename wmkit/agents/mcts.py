@@ -99,7 +99,10 @@ class MCTSPolicy:
             ``wm.*`` unless it is built with an oracle ``key_fn``).
         budget: simulations per step, depth limit and node cap (an int: simulations).
         select_fn: the selection rule (default UCB1, ties broken by the policy's rng).
-        propose_fn: actions to try (default: the state's ``admissible_actions``).
+        propose_fn: actions to try (default: the value function's ``propose`` when it
+            has one, a policy/value network's prior over the state's commands, from the
+            forward pass that values the state; else the state's
+            ``admissible_actions``).
         value_fn: leaf values (default: a :class:`HeuristicValue`, reset per episode);
             it is told each state the policy acts from (:func:`visit_value`).
         discount: per-step discount in [0, 1].
@@ -126,8 +129,8 @@ class MCTSPolicy:
         self.simulator = simulator
         self.budget = as_budget(budget)
         self.select_fn = select_fn or ucb1()
-        self.propose_fn = propose_fn or admissible_proposal
         self.value_fn = value_fn or HeuristicValue()
+        self.propose_fn = propose_fn or getattr(self.value_fn, "propose", admissible_proposal)
         self.discount = discount
         self.pruning = pruning
         self.reuse_tree = reuse_tree

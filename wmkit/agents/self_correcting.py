@@ -201,7 +201,7 @@ class SelfCorrectingPolicy:
         select_fn: the selection rule (default UCB1).
         value_fn: leaf values (default a :class:`~wmkit.search.values.HeuristicValue`,
             reset per episode).
-        propose_fn: actions to try at a state (default its ``admissible_actions``).
+        propose_fn: actions to try at a state (default as :class:`MCTSPolicy`'s).
         discount: per-step discount in [0, 1].
         max_backtrack: real steps back a backtrack may go, >= 0 (0: never reuse a tree).
         mismatch_penalty: Q penalty on the node of a failed prediction, >= 0.

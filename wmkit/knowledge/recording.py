@@ -110,7 +110,9 @@ STEP_FEATURES = Features(
     }
 )
 """One row per step. Step 0 is the reset (``action`` null, ``reward`` 0); step t follows
-the t-th command. Null means "not known": ``seed`` when reset unseeded,
+the t-th command. ``search`` holds what the search the agent ran from this step's state
+found (the one that chose command t+1: root visits per proposed command, the policy
+target of ``wmkit-train-value``). Null means "not known": ``seed`` when reset unseeded,
 ``admissible_actions`` when the env gives none, ``true_facts``/``true_delta`` without
 ground truth, ``tracked_facts``/``predicted_delta``/``search`` when the agent did not
 annotate them, ``curiosity`` (the reason) when no flag was raised. Fact lists are sorted
@@ -152,7 +154,7 @@ class SearchChild(NamedTuple):
 
 
 class SearchStats(NamedTuple):
-    """What the search that chose a step's action found (logged as training targets).
+    """What the search from a step's state found (logged as training targets).
 
     Attributes:
         simulations: simulations run.
@@ -294,7 +296,8 @@ class Recorder(gymnasium.Wrapper):
         Args:
             tracked: the agent's tracked facts after the step.
             predicted_delta: the change the agent predicted for the step's action.
-            search: statistics of the search that chose the step's action.
+            search: statistics of the search run from the step's state (the one that
+                chooses the next command).
             curiosity: a raised curiosity flag; the step becomes a scene packet.
             graph_summary: a summary of the agent's world graph, for the scene packet.
         """

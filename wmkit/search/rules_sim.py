@@ -16,9 +16,11 @@ command coming.
 A rule model predicts facts, not text: an imagined state is described to a value
 function as the root was, by the last real observation and the real score (its
 ``info["score"]``; the rewards predicted on the way are the search's to add, and the
-token's ``score`` keeps their sum). A value function that reads what the agent sees
-then values the imagined states of one search alike, and what tells them apart is
-what the model does predict: the facts, the rewards and what ends the episode. It
+token's ``score`` keeps their sum), plus the predicted facts themselves
+(``info["tracked_facts"]``, which a policy/value network reads). A value function that
+reads only the text then values the imagined states of one search alike, and what
+tells them apart is what the model does predict: the facts, the rewards and what ends
+the episode. It
 never reads a made-up line, nor a score that rewards it predicted itself (a learned
 value takes a high score for a late step, with little left to earn, and would pay a
 predicted penalty back).
@@ -43,7 +45,7 @@ from typing import Any, NamedTuple
 
 from wmkit.knowledge.rules import RuleSet, StateIndex, abstract, features, tokenize
 from wmkit.knowledge.types import Predictor
-from wmkit.search.types import Transition
+from wmkit.search.types import TRACKED_FACTS, Transition
 from wmkit.world.types import Delta, Fact, WorldState
 
 __all__ = [
@@ -322,4 +324,5 @@ class RulesSimulator:
             "score": self._score,
             "max_score": self._max_score,
             "moves": token.step,
+            TRACKED_FACTS: token.state,  # what tells imagined states apart (a network reads it)
         }

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from wmkit.world.types import Delta, WorldState
 
 __all__ = [
+    "TRACKED_FACTS",
     "Budget",
     "EpisodeSimulator",
     "Proposal",
@@ -32,6 +33,12 @@ __all__ = [
     "Transition",
     "ValueFn",
 ]
+
+
+TRACKED_FACTS = "tracked_facts"
+"""The ``info`` key under which a simulator may give the facts the agent tracks (or
+predicts) in a state, for a value function to read: the ``rules`` simulator puts its
+predicted facts there. Agent-visible: they are the agent's own belief, never ``wm.*``."""
 
 
 class Transition(NamedTuple):

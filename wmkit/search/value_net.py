@@ -1,9 +1,16 @@
-"""The learned value network behind the ``value_net`` value function, and its checkpoints.
+"""The learned policy/value network behind the ``value_net`` value function, and its checkpoints.
 
 What the agent sees of a state (:class:`ValueInput`: the observation text, optionally
-the admissible actions and the normalised score; never ``wm.*``) is read into hashed
-word and word-pair features (:class:`Featurizer`), averaged by an ``nn.EmbeddingBag``
-and mapped by a small MLP to the state's value in reward units (:class:`ValueNet`).
+the admissible actions, the tracked facts and the normalised score; never ``wm.*``) is
+read into hashed word and word-pair features (:class:`Featurizer`), averaged by an
+``nn.EmbeddingBag`` and mapped by a small MLP to a state vector; one linear head reads
+the state's value in reward units off it (:class:`ValueNet`). With a policy head
+(``ModelSpec.policy``) the network also scores candidate commands: each command's words
+go through the same embedding table (under their own prefix) and its logit is the
+match of the command's vector with the state's plus a term of the command alone (what
+a verb is worth anywhere: ``examine`` rarely changes a world, ``north`` often does);
+the prior over a state's candidates is their softmax. One forward pass values a state
+and ranks all of its candidates (:meth:`ValueNet.evaluate`), for one state or a batch.
 Only features common enough in the training episodes are read (the network's
 ``vocab``, a flag per hash bucket): a random seed's room and door names would otherwise
 be learned as if they meant something. No pretrained model: nothing is downloaded, and
@@ -22,6 +29,7 @@ reader sees the old file or the new one, never half of one; it is read back with
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import re
 import secrets
@@ -36,14 +44,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from torch import nn
 
 from wmkit.jsonl import fsync_path
+from wmkit.search.types import TRACKED_FACTS
 
 __all__ = [
+    "TRACKED_FACTS",
     "VALUE_NET_FORMAT",
+    "CandidateBatch",
     "CheckpointError",
     "DataSpec",
     "FeatureSpec",
     "Featurizer",
     "ModelSpec",
+    "SingleStateForward",
     "TargetSpec",
     "ValueInput",
     "ValueNet",
@@ -55,6 +67,7 @@ __all__ = [
     "parse_spec",
     "save_torch_file",
     "save_value_net",
+    "segment_log_softmax",
     "value_input",
 ]
 
@@ -80,6 +93,9 @@ class FeatureSpec(_Strict):
         buckets: hash buckets (embedding rows).
         ngrams: 1 (words) or 2 (words and adjacent word pairs).
         actions: read the admissible actions too (their words, under their own prefix).
+        facts: read the tracked facts too (each ``subject relation object`` as a line,
+            under its own prefix): what tells apart the imagined states of a rule
+            model, which share the root's text.
         score: feed the normalised score as a numeric input.
         max_features: most distinct features kept per input (observation first).
         min_share: features seen in less than this share of the training episodes
@@ -91,23 +107,26 @@ class FeatureSpec(_Strict):
     buckets: int = Field(default=1 << 15, ge=1)
     ngrams: Literal[1, 2] = 2
     actions: bool = True
+    facts: bool = False
     score: bool = True
     max_features: int = Field(default=512, ge=1)
     min_share: float = Field(default=0.2, ge=0.0, le=1.0)
 
 
 class ModelSpec(_Strict):
-    """The network's sizes.
+    """The network's sizes, and whether it has a policy head.
 
     Attributes:
         dim: embedding width.
-        hidden: width of the MLP's two hidden layers.
+        hidden: width of the MLP's two hidden layers (the state vector).
         dropout: dropout on the averaged embedding while training, in [0, 1).
+        policy: a policy head: a prior over a state's candidate commands (module doc).
     """
 
     dim: int = Field(default=32, ge=1)
     hidden: int = Field(default=64, ge=1)
     dropout: float = Field(default=0.1, ge=0.0, lt=1.0)
+    policy: bool = False
 
 
 class TargetSpec(_Strict):
@@ -133,6 +152,8 @@ class DataSpec(_Strict):
         dirs: the data folders, as given.
         envs: env names found in them.
         episodes: episodes in all; steps: step rows in all.
+        policy_examples: steps with a search's visit counts (the policy head's
+            targets); with none the policy head was never trained and is not used.
     """
 
     fingerprint: str
@@ -140,6 +161,7 @@ class DataSpec(_Strict):
     envs: tuple[str, ...] = ()
     episodes: int = 0
     steps: int = 0
+    policy_examples: int = 0
 
 
 class ValueNetSpec(_Strict):
@@ -154,17 +176,21 @@ class ValueNetSpec(_Strict):
 
 
 class ValueInput(NamedTuple):
-    """What the value network reads of a state: agent-visible only.
+    """What the network reads of a state: agent-visible only.
 
     Attributes:
         observation: the text the step into the state produced.
         actions: the admissible actions there (empty when unknown).
         score: ``score / max_score`` when ``max_score > 0``, else the raw score.
+        facts: the agent's tracked facts there, a hashable collection of
+            ``(subject, relation, object)`` triples (a ``WorldState``, a frozenset);
+            empty when the agent tracks none.
     """
 
     observation: str
     actions: tuple[str, ...] = ()
     score: float = 0.0
+    facts: Any = frozenset()
 
 
 def value_input(observation: str, info: Mapping[str, Any]) -> ValueInput:
@@ -173,7 +199,8 @@ def value_input(observation: str, info: Mapping[str, Any]) -> ValueInput:
     max_score = float(info.get("max_score", 0) or 0)
     if max_score > 0:
         score /= max_score
-    return ValueInput(observation, tuple(info.get("admissible_actions") or ()), score)
+    facts = info.get(TRACKED_FACTS) or frozenset()
+    return ValueInput(observation, tuple(info.get("admissible_actions") or ()), score, facts)
 
 
 class Featurizer:
@@ -182,7 +209,8 @@ class Featurizer:
     Words are runs of ``[a-z0-9]`` in the lower-cased text; each word, and each pair of
     adjacent words of one line, is hashed with CRC-32 (unlike ``hash()``, the same in
     every process) into one of ``buckets`` rows, under a prefix saying where it came
-    from (``o`` observation, ``a`` actions): "door" in the text and in a command are
+    from (``o`` observation, ``f`` tracked facts, ``a`` admissible actions, ``c`` a
+    candidate command the policy head scores): "door" in the text and in a command are
     different features.
 
     Args:
@@ -210,6 +238,7 @@ class Featurizer:
             x.observation,
             x.actions if self.spec.actions else (),
             x.score if self.spec.score else 0.0,
+            x.facts if self.spec.facts else (),
         )
 
     def all_ids(self, x: ValueInput) -> list[int]:
@@ -220,10 +249,21 @@ class Featurizer:
         """The distinct ids of ``x`` in the vocabulary, observation first, capped."""
         return list(self._gather(x, 1))[: self.spec.max_features]
 
+    def command_ids(self, command: str) -> list[int]:
+        """The ids of a candidate command (prefix ``c``) in the vocabulary."""
+        return list(self._line("c", command)[1])
+
+    def all_command_ids(self, command: str) -> list[int]:
+        """Every id of a candidate command (no vocabulary)."""
+        return list(self._line("c", command)[0])
+
     def _gather(self, x: ValueInput, part: int) -> dict[int, None]:
         found: dict[int, None] = {}
         for line in x.observation.splitlines():
             found.update(self._line("o", line)[part])
+        if self.spec.facts:
+            for fact in x.facts:
+                found.update(self._line("f", " ".join(fact))[part])
         if self.spec.actions:
             for action in x.actions:
                 found.update(self._line("a", action)[part])
@@ -276,9 +316,55 @@ class Featurizer:
         ).reshape(len(xs), self.numeric)
         return ids.to(device), offsets.to(device), numeric.to(device)
 
+    def candidates(
+        self, commands: Sequence[Sequence[str]], device: torch.device | str = "cpu"
+    ) -> CandidateBatch:
+        """The candidate commands of a batch of states, flat (see :class:`CandidateBatch`)."""
+        rows = [self.command_ids(c) for cs in commands for c in cs]
+        counts = np.fromiter(map(len, commands), dtype=np.int64, count=len(commands))
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        flat = np.fromiter(
+            itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum())
+        )
+        owner = np.repeat(np.arange(len(commands), dtype=np.int64), counts)
+        return CandidateBatch(
+            torch.from_numpy(flat).to(device),
+            torch.from_numpy(np.cumsum(lengths) - lengths).to(device),
+            torch.from_numpy(owner).to(device),
+        )
+
+
+class CandidateBatch(NamedTuple):
+    """The candidate commands of a batch of states, one after another.
+
+    Attributes:
+        ids: int64 ``[sum of lengths]``: every command's feature ids.
+        offsets: int64 ``[M]``: where each command's ids start.
+        owner: int64 ``[M]``: the batch index of the state each command belongs to
+            (non-decreasing: a state's commands are contiguous).
+    """
+
+    ids: torch.Tensor
+    offsets: torch.Tensor
+    owner: torch.Tensor
+
+
+def segment_log_softmax(logits: torch.Tensor, owner: torch.Tensor, states: int) -> torch.Tensor:
+    """Log-softmax of ``logits`` ``[M]`` within each state's segment (``owner``)."""
+    top = torch.full((states,), -torch.inf, dtype=logits.dtype, device=logits.device)
+    top = top.scatter_reduce(0, owner, logits.detach(), "amax", include_self=True)
+    z = logits - top[owner]
+    total = torch.zeros(states, dtype=logits.dtype, device=logits.device)
+    total = total.index_add(0, owner, z.exp())
+    return z - total.clamp_min(1e-30).log()[owner]
+
 
 class ValueNet(nn.Module):
-    """Mean of hashed-feature embeddings, the numeric inputs, two ReLU layers, one value.
+    """Hashed-feature embeddings, two ReLU layers, a value; maybe a policy head too.
+
+    The mean of a state's feature embeddings and its numeric inputs go through two ReLU
+    layers (the state vector) and one linear head (the value); with
+    ``spec.model.policy``, candidate commands get a logit each (module doc).
 
     ``forward(ids, offsets, numeric)`` takes the flat ``ids`` int64 ``[N]`` of a batch,
     ``offsets`` int64 ``[B]`` (where each input's ids start in ``ids``; an input with
@@ -307,6 +393,13 @@ class ValueNet(nn.Module):
             nn.ReLU(),
             nn.Linear(hidden, 1),
         )
+        if spec.model.policy:
+            # A command's vector meets the state's (a scaled dot product), and a term
+            # of the command alone says what its words are worth in any state.
+            self.command = nn.Linear(dim, hidden)
+            self.query = nn.Linear(hidden, hidden)
+            self.command_bias = nn.Linear(dim, 1)
+        self.policy = spec.model.policy
         # Which hash buckets are in the vocabulary: learned from the data (the trainer
         # sets it), so it travels in the state_dict.
         self.register_buffer("vocab", torch.ones(spec.features.buckets, dtype=torch.bool))
@@ -314,18 +407,127 @@ class ValueNet(nn.Module):
         self.register_buffer("mean", torch.tensor(spec.target.mean), persistent=False)
         self.register_buffer("std", torch.tensor(spec.target.std), persistent=False)
 
-    def head(self, ids: torch.Tensor, offsets: torch.Tensor, numeric: torch.Tensor) -> torch.Tensor:
-        """The standardised prediction ``[B]`` (what the loss compares)."""
+    def state(
+        self, ids: torch.Tensor, offsets: torch.Tensor, numeric: torch.Tensor
+    ) -> torch.Tensor:
+        """The state vector ``[B, hidden]`` (the trunk both heads read)."""
         x = self.drop(self.bag(ids, offsets))
         if numeric.shape[1]:
             x = torch.cat([x, numeric], dim=1)
-        return self.mlp(x).squeeze(-1)
+        mlp = self.mlp
+        return mlp[3](mlp[2](mlp[1](mlp[0](x))))
+
+    def head(self, ids: torch.Tensor, offsets: torch.Tensor, numeric: torch.Tensor) -> torch.Tensor:
+        """The standardised prediction ``[B]`` (what the loss compares)."""
+        return self.mlp[4](self.state(ids, offsets, numeric)).squeeze(-1)
 
     def forward(
         self, ids: torch.Tensor, offsets: torch.Tensor, numeric: torch.Tensor
     ) -> torch.Tensor:
         """The value ``[B]`` in reward units."""
         return self.mean + self.std * self.head(ids, offsets, numeric)
+
+    def logits(
+        self, state: torch.Tensor, commands: torch.Tensor, owner: torch.Tensor
+    ) -> torch.Tensor:
+        """A logit per candidate command ``[M]``.
+
+        Args:
+            state: the state vectors ``[B, hidden]`` (:meth:`state`).
+            commands: the commands' embeddings ``[M, dim]`` (``bag`` of their ids).
+            owner: ``[M]``, the state each command belongs to.
+
+        Raises:
+            RuntimeError: the network has no policy head.
+        """
+        if not self.policy:
+            raise RuntimeError("this network has no policy head (ModelSpec.policy is off)")
+        q = self.query(state)[owner]
+        match = (self.command(commands) * q).sum(-1) / math.sqrt(q.shape[-1])
+        return match + self.command_bias(commands).squeeze(-1)
+
+    def evaluate(
+        self,
+        ids: torch.Tensor,
+        offsets: torch.Tensor,
+        numeric: torch.Tensor,
+        candidates: CandidateBatch | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One pass: standardised values ``[B]`` and candidate logits ``[M]`` (or None)."""
+        h = self.state(ids, offsets, numeric)
+        value = self.mlp[4](h).squeeze(-1)
+        if candidates is None or not self.policy:
+            return value, None
+        commands = self.bag(candidates.ids, candidates.offsets)
+        return value, self.logits(h, commands, candidates.owner)
+
+
+class SingleStateForward:
+    """The network's forward pass for one state at a time, in numpy, for a search.
+
+    A search asks for thousands of single states, where torch's per-operation cost
+    (tens of microseconds) is most of a tiny network's time; here a state costs one
+    gather of its feature rows and three small matrix-vector products. The candidate
+    commands' half of the policy head does not depend on the state, so it is computed
+    once per distinct list of candidates and kept (a search meets the same lists again
+    and again). Same numbers as :meth:`ValueNet.evaluate` (tested), in float32.
+
+    Args:
+        model: the network (its weights are copied; later training does not show).
+        featurizer: its featuriser (the ids of a state and of a command).
+        cache_size: candidate lists whose command matrices are kept.
+    """
+
+    def __init__(self, model: ValueNet, featurizer: Featurizer, cache_size: int = 4096) -> None:
+        w = {k: v.detach().cpu().float().numpy() for k, v in model.state_dict().items()}
+        self.featurizer = featurizer
+        self.embedding = w["bag.weight"]
+        self.layers = [(w[f"mlp.{i}.weight"], w[f"mlp.{i}.bias"]) for i in (0, 2, 4)]
+        self.policy = bool(model.policy)
+        if self.policy:
+            self.query = (w["query.weight"], w["query.bias"])
+            self.command = (w["command.weight"], w["command.bias"])
+            self.command_bias = (w["command_bias.weight"][0], float(w["command_bias.bias"][0]))
+        self.numeric = featurizer.numeric
+        self.cache_size = cache_size
+        self._commands: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+
+    def _embed(self, ids: list[int]) -> np.ndarray:
+        if not ids:
+            return np.zeros(self.embedding.shape[1], dtype=np.float32)
+        return self.embedding[ids].mean(0)
+
+    def _command_matrix(self, commands: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Per command: its key vector ``[K, hidden]`` (scaled) and its own logit ``[K]``."""
+        found = self._commands.get(commands)
+        if found is None:
+            ids = self.featurizer.command_ids
+            e = np.stack([self._embed(ids(c)) for c in commands])
+            weight, bias = self.command
+            keys = (e @ weight.T + bias) / math.sqrt(weight.shape[0])
+            own_w, own_b = self.command_bias
+            found = (keys.astype(np.float32), (e @ own_w + own_b).astype(np.float32))
+            if len(self._commands) >= self.cache_size:
+                self._commands.clear()
+            self._commands[commands] = found
+        return found
+
+    def __call__(
+        self, x: ValueInput, commands: tuple[str, ...] | None = None
+    ) -> tuple[float, np.ndarray | None]:
+        """The standardised value of ``x`` and the logits of ``commands`` (or None)."""
+        h = self._embed(self.featurizer.ids(x))
+        if self.numeric:
+            h = np.append(h, np.float32(x.score))
+        (w0, b0), (w1, b1), (w2, b2) = self.layers
+        h = np.maximum(w0 @ h + b0, 0.0)
+        h = np.maximum(w1 @ h + b1, 0.0)
+        value = float(w2[0] @ h + b2[0])
+        if not commands or not self.policy:
+            return value, None
+        keys, own = self._command_matrix(commands)
+        wq, bq = self.query
+        return value, keys @ (wq @ h + bq) + own
 
 
 def build_value_net(spec: ValueNetSpec) -> tuple[ValueNet, Featurizer]:

@@ -7,7 +7,10 @@ state (transpositions reuse the first estimate).
 
 * :class:`HeuristicValue`: novelty (few real visits to the state), optionally plus score.
 * :class:`ValueNetValue`: the network ``wmkit-train-value`` trained on recorded
-  trajectories (:mod:`wmkit.search.value_net`), in reward units, cached by its input.
+  trajectories (:mod:`wmkit.search.value_net`), in reward units, cached by its input;
+  with a policy head it is also a proposer (:meth:`ValueNetValue.propose`): the
+  commands a base proposer offers, with the network's prior, from the same forward
+  pass that values the state.
 * :class:`LLMValue`: a chat model's judgement in [0, 1] with a short reason, through
   :mod:`wmkit.llm`; a failed, malformed or slow reply gives a fixed fallback value and
   is counted, never raised, so a search never stops half way.
@@ -24,13 +27,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from wmkit.llm.errors import LLMError
 from wmkit.llm.prompts import VALUE_HINT, VALUE_SYSTEM, value_user
 from wmkit.llm.structured import ask_structured
 from wmkit.llm.types import ChatModel
-from wmkit.search.types import Transition, ValueFn
+from wmkit.search.simulators import admissible_proposal
+from wmkit.search.types import Proposal, ProposeFn, Transition, ValueFn
 
 if TYPE_CHECKING:
     from wmkit.search.value_net import ValueInput
@@ -169,15 +174,26 @@ class HybridValue:
 
 
 class ValueNetValue:
-    """The learned value of a state: a ``wmkit-train-value`` checkpoint, one state a call.
+    """The learned value (and prior) of a state: a ``wmkit-train-value`` checkpoint.
 
     Reads what the agent sees (:func:`~wmkit.search.value_net.value_input`: the
-    observation, the admissible actions and the normalised score of ``info``; never
-    ``wm.*``) and returns the network's discounted return-to-go estimate, in reward
-    units, times ``scale``. Values are cached by the network's input (the observation
-    text, plus the actions and score when the network reads them): a search meets the
-    same text again and again, and a hit costs a dict lookup instead of a forward pass.
-    The cache is emptied when it holds ``cache_size`` entries.
+    observation, the admissible actions, the tracked facts a simulator puts in
+    ``info`` and the normalised score; never ``wm.*``) and returns the network's
+    discounted return-to-go estimate, in reward units, times ``scale``.
+
+    A network with a policy head is a proposer too: :meth:`propose` returns the commands
+    ``proposer`` offers at the state (default: its admissible actions, with the env's
+    ``action_priors`` when it gives them) with the network's prior over them, mixed with
+    the base prior by ``prior_mix``. The value and the prior of a state come from one
+    forward pass, whichever is asked first (a search asks both of every new state;
+    :class:`~wmkit.agents.mcts.MCTSPolicy` takes a value function's ``propose`` as its
+    proposer when it is given none). Without a trained policy head :meth:`propose` is
+    the base proposer.
+
+    Results are cached by the network's input (the observation text, plus the actions,
+    facts and score when the network reads them, plus the candidates when it ranks
+    them): a search meets the same text again and again, and a hit costs a dict lookup
+    instead of a forward pass. The cache is emptied when it holds ``cache_size`` entries.
 
     The checkpoint's discount should be the search's: the network learned returns
     discounted by it (``spec.target.discount``).
@@ -188,15 +204,20 @@ class ValueNetValue:
             small a job to gain from a GPU).
         scale: multiplies every value (1: reward units).
         cache_size: most cached values, >= 0 (0: no cache).
+        proposer: the base proposer whose commands the policy head ranks.
+        prior_mix: weight of the base proposal's prior in the prior returned, in
+            [0, 1] (0: the network's alone).
 
     Attributes:
         spec: the checkpoint's spec (features, sizes, target, data, metrics).
-        calls: values asked for; hits: of those, answered from the cache.
+        calls: values and proposals asked for; hits: of those, answered from the cache;
+        passes: forward passes run.
 
     Raises:
         FileNotFoundError: no checkpoint there.
         CheckpointError: unreadable, not a value-network checkpoint, or weights that
             do not match its spec.
+        ValueError: a bad scale, cache size or mix.
     """
 
     def __init__(
@@ -206,54 +227,147 @@ class ValueNetValue:
         device: str = "cpu",
         scale: float = 1.0,
         cache_size: int = 100_000,
+        proposer: ProposeFn | None = None,
+        prior_mix: float = 0.0,
     ) -> None:
         if not math.isfinite(scale):
             raise ValueError(f"scale must be finite, got {scale}")
         if cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+        if not 0.0 <= prior_mix <= 1.0:
+            raise ValueError(f"prior_mix must be in [0, 1], got {prior_mix}")
         # torch is imported here, not with the module: it takes seconds, and most
         # searches never use a network.
         import torch
 
-        from wmkit.search.value_net import load_value_net, value_input
+        from wmkit.search.value_net import SingleStateForward, load_value_net, value_input
 
         self._torch = torch
         self._input = value_input
         self.device = torch.device(device)
         self.spec, self.model, self.featurizer = load_value_net(checkpoint, self.device)
+        self._single = (
+            SingleStateForward(self.model, self.featurizer) if self.device.type == "cpu" else None
+        )
         self.scale = float(scale)
         self.cache_size = cache_size
+        self.proposer = proposer or admissible_proposal
+        self.prior_mix = float(prior_mix)
         self.calls = 0
         self.hits = 0
-        self._cache: dict[Any, float] = {}
+        self.passes = 0
+        self._cache: dict[Any, tuple[float, Proposal | None]] = {}
+        self._last: tuple[Transition | None, tuple[float, Proposal | None]] = (None, (0.0, None))
+
+    @property
+    def policy(self) -> bool:
+        """Whether :meth:`propose` ranks commands: a policy head that was trained.
+
+        A network trained on episodes with no search logged has an untrained policy
+        head (``spec.data.policy_examples`` is 0); its prior would be noise.
+        """
+        data = self.spec.data
+        return bool(self.model.policy) and data is not None and data.policy_examples > 0
 
     def __call__(self, transition: Transition) -> float:
         """Return the value of the state ``transition`` reached."""
+        return self._evaluate(transition)[0]
+
+    def propose(self, transition: Transition) -> Proposal:
+        """The base proposer's commands at the state, with the network's prior."""
+        if not self.policy:
+            return self.proposer(transition)
+        return self._evaluate(transition)[1]  # type: ignore[return-value]
+
+    def _evaluate(self, transition: Transition) -> tuple[float, Proposal | None]:
         self.calls += 1
-        x = self._input(transition.observation, transition.info)
-        key = self.featurizer.key(x)
-        found = self._cache.get(key)
-        if found is not None:
+        last, found = self._last
+        if last is transition:  # the search asks the value and the prior of one state
             self.hits += 1
             return found
-        value = self.predict([x])[0]
-        if self.cache_size:
-            if len(self._cache) >= self.cache_size:
-                self._cache.clear()
-            self._cache[key] = value
-        return value
+        x = self._input(transition.observation, transition.info)
+        base = self.proposer(transition) if self.policy else None
+        key = self.featurizer.key(x) if base is None else (self.featurizer.key(x), base.actions)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self.hits += 1
+        else:
+            cached = self._forward([x], [base])[0]
+            if self.cache_size:
+                if len(self._cache) >= self.cache_size:
+                    self._cache.clear()
+                self._cache[key] = cached
+        if base is not None:  # the prior is asked next: keep the pass for it
+            self._last = (transition, cached)
+        return cached
+
+    def _forward(
+        self, inputs: Sequence[ValueInput], bases: Sequence[Proposal | None]
+    ) -> list[tuple[float, Proposal | None]]:
+        """Values and proposals of many states in one forward pass (no cache).
+
+        One state on the CPU goes through the numpy twin of the network
+        (:class:`~wmkit.search.value_net.SingleStateForward`, several times faster
+        than torch for one state); a batch goes through torch.
+        """
+        self.passes += 1
+        rows: list[tuple[float, Any]]
+        if len(inputs) == 1 and self._single is not None:
+            base = bases[0]
+            rows = [self._single(inputs[0], base.actions if base is not None else None)]
+        else:
+            rows = self._torch_forward(inputs, bases)
+        mean, std = self.spec.target.mean, self.spec.target.std
+        out: list[tuple[float, Proposal | None]] = []
+        for (z, logits), base in zip(rows, bases, strict=True):
+            proposal = base
+            if base is not None and base.actions and logits is not None:
+                prior = np.exp(logits - logits.max())
+                prior /= prior.sum()
+                if self.prior_mix and base.priors is not None:
+                    given = np.asarray(base.priors, dtype=float)
+                    prior = (1 - self.prior_mix) * prior + self.prior_mix * given / given.sum()
+                proposal = Proposal(base.actions, tuple(prior.tolist()))
+            out.append((self.scale * (mean + std * z), proposal))
+        return out
+
+    def _torch_forward(
+        self, inputs: Sequence[ValueInput], bases: Sequence[Proposal | None]
+    ) -> list[tuple[float, Any]]:
+        """Standardised values and candidate logits of a batch, through torch."""
+        torch, featurizer, device = self._torch, self.featurizer, self.device
+        ranked = [b.actions for b in bases if b is not None and b.actions]
+        with torch.inference_mode():
+            candidates = featurizer.candidates(ranked, device) if ranked else None
+            z, logits = self.model.evaluate(*featurizer.batch(inputs, device), candidates)
+            flat = None if logits is None else logits.float().cpu().numpy()
+        rows, at = [], 0
+        for value, base in zip(z.tolist(), bases, strict=True):
+            if flat is None or base is None or not base.actions:
+                rows.append((value, None))
+            else:
+                rows.append((value, flat[at : at + len(base.actions)]))
+                at += len(base.actions)
+        return rows
 
     def predict(self, inputs: Sequence[ValueInput]) -> list[float]:
         """Values of many states in one forward pass (no cache), times ``scale``."""
         if not inputs:
             return []
-        with self._torch.inference_mode():
-            out = self.model(*self.featurizer.batch(inputs, self.device))
-        return [self.scale * v for v in out.tolist()]
+        return [v for v, _ in self._forward(inputs, [None] * len(inputs))]
 
     def batch(self, transitions: Sequence[Transition]) -> list[float]:
         """Values of the states ``transitions`` reached, in one forward pass (no cache)."""
         return self.predict([self._input(t.observation, t.info) for t in transitions])
+
+    def evaluate_batch(self, transitions: Sequence[Transition]) -> list[tuple[float, Proposal]]:
+        """Values and proposals of many states in one forward pass (no cache)."""
+        if not transitions:
+            return []
+        inputs = [self._input(t.observation, t.info) for t in transitions]
+        bases = [self.proposer(t) for t in transitions]
+        out = self._forward(inputs, bases if self.policy else [None] * len(inputs))
+        return [(v, p if p is not None else b) for (v, p), b in zip(out, bases, strict=True)]
 
 
 class ValueReply(BaseModel):
