@@ -1,17 +1,22 @@
-"""Benchmarks of the value network, and the search comparison that says whether it helps.
+"""Benchmarks of the policy/value network, and the search comparison that says whether it helps.
 
-``speed``: on recorded Vault trajectories (recorded here, or ``--data``), per device (cpu,
-and cuda when present):
+``speed``: on trajectories a search recorded (MCTS on SmartHome, its visits logged as the
+policy targets; or ``--data``), per device (cpu, and cuda when present; on cuda the
+training runs under bfloat16 autocast):
 
-* training samples/s of ``train_value`` against a raw torch loop of the same network,
-  optimizer and batch size over batches built before the clock starts;
+* training samples/s of ``train_value`` (value and policy heads) against a raw torch
+  loop of the same network, loss, optimizer and batch size over batches built before
+  the clock starts;
 * inference one state at a time, as the search calls it (``ValueNetValue`` on distinct
-  states, cache off: featurising included), against a raw forward of one pre-featurised
+  states, cache off, featurising included: the value and the prior over every
+  candidate command from one pass; on the CPU the numpy forward pass), in states/s and
+  in states x candidate commands/s, against torch's forward of one pre-featurised
   state; and with the cache warm;
-* batched inference (``ValueNetValue.predict``, 256 states a call) against a raw forward
-  of the same pre-featurised batches.
+* batched inference (``ValueNetValue.evaluate_batch``, ``--batch`` states a call,
+  torch), the same units, against torch's forward of the same pre-featurised batches.
 
-Ratios are ours / raw, measured in the same run (1.0: no overhead over raw torch).
+Ratios are ours / raw, measured in the same run (1.0: no overhead over raw torch; above
+1: faster than torch, as the numpy single-state path is).
 
 ``search``: MCTS over the ``env_snapshot`` simulator on ``wmkit/Vault-v0`` at one budget,
 with the heuristic value against ``value_net``, the hybrid of the two (novelty filter,
@@ -22,6 +27,7 @@ taken) and scores over the seeds. Train on seeds other than the ones compared.
 Usage::
 
     python scripts/bench_value.py speed --episodes 40 --epochs 2
+    python scripts/bench_value.py speed --data runs/cache/collect@1/<fingerprint>/jericho_905
     python scripts/bench_value.py search --checkpoint runs/value/vault/value.pt \
         --load 2 --steps 100 --sims 32 --seeds 20
 """
@@ -43,13 +49,15 @@ from rich.console import Console
 
 import wmkit.envs  # noqa: F401  (registers the wmkit/ ids)
 from wmkit.agents.mcts import MCTSPolicy
-from wmkit.knowledge.recording import Recorder, TrajectoryWriter, record_random
+from wmkit.agents.recording import RecordingPolicy
+from wmkit.knowledge.recording import Recorder, TrajectoryWriter
 from wmkit.scripts.search_experiments import _play, iqm
 from wmkit.search.simulators import EnvSnapshotSimulator
 from wmkit.search.types import Budget, Transition
-from wmkit.search.value_net import ValueNet, load_value_net
+from wmkit.search.value_net import ValueNet, load_value_net, segment_log_softmax
 from wmkit.search.values import HeuristicValue, HybridValue, ValueNetValue
-from wmkit.trainers.value import TrainValueConfig, load_examples, train_value
+from wmkit.trainers.value import Examples, TrainValueConfig, load_examples, train_value
+from wmkit.world.types import WorldState
 
 
 def _best(fn: Callable[[], Any], repeats: int) -> float:
@@ -68,15 +76,21 @@ def _sync(device: torch.device) -> None:
 
 
 def _raw_training(
-    model: ValueNet, batches: list[tuple[torch.Tensor, ...]], lr: float, device: torch.device
+    model: ValueNet, batches: list[tuple[Any, ...]], lr: float, device: torch.device
 ) -> float:
-    """Samples/s of a bare loop: forward, MSE, backward, AdamW step, on ready batches."""
+    """Samples/s of a bare loop: forward, value MSE + policy cross-entropy, backward, AdamW."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     model.train()
 
     def epoch() -> None:
-        for ids, offsets, numeric, z in batches:
-            loss = torch.nn.functional.mse_loss(model.head(ids, offsets, numeric), z)
+        for ids, offsets, numeric, z, candidates, share in batches:
+            state = model.state(ids, offsets, numeric)
+            loss = torch.nn.functional.mse_loss(model.mlp[4](state).squeeze(-1), z)
+            commands = model.bag(candidates.ids, candidates.offsets)
+            logp = segment_log_softmax(
+                model.logits(state, commands, candidates.owner), candidates.owner, len(z)
+            )
+            loss = loss - (share * logp).sum() / len(z)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -99,47 +113,88 @@ def _rate(fn: Callable[[Any], Any], items: list[Any], device: torch.device, repe
     return len(items) / _best(run, repeats)
 
 
-def _bench_device(
-    name: str, data: list[str], inputs: list[Any], args: argparse.Namespace, tmp: Path
-) -> None:
+def _bench_device(name: str, data: list[str], examples: Examples, args: argparse.Namespace,
+                  tmp: Path) -> None:  # fmt: skip
     device = torch.device(name)
     config = TrainValueConfig(
         data_dirs=data, epochs=args.epochs, device=name, progress=False, resume=False,
-        batch_size=args.batch,
+        batch_size=args.batch, model={"policy": True},
     )  # fmt: skip
     report = train_value(config, tmp / f"run-{name}", console=Console(quiet=True))
     path = report["value_path"]
     _, model, featurizer = load_value_net(path, device)
-    order = np.random.default_rng(0).permutation(len(inputs))
-    z = torch.zeros(args.batch, device=device)
-    batches = [
-        (*featurizer.batch([inputs[i] for i in chunk], device), z[: len(chunk)])
-        for chunk in (order[s : s + args.batch] for s in range(0, len(order), args.batch))
-    ]
+    searched = [i for i, p in enumerate(examples.policies) if p is not None]
+    order = np.random.default_rng(0).permutation(searched)
+    inputs = [examples.inputs[i] for i in order]
+    commands = [examples.policies[i][0] for i in order]  # type: ignore[index]
+    batches = []
+    for s in range(0, len(order), args.batch):
+        xs, cs = inputs[s : s + args.batch], commands[s : s + args.batch]
+        share = torch.full((sum(map(len, cs)),), 0.0, device=device)
+        batches.append((*featurizer.batch(xs, device), torch.zeros(len(xs), device=device),
+                        featurizer.candidates(cs, device), share))  # fmt: skip
     ours = max(h["charts/samples_per_s"] for h in report["history"])
-    _row(name, "train samples/s", ours, _raw_training(model, batches, config.lr, device))
+    _row(
+        name,
+        "train samples/s (value + policy)",
+        ours,
+        _raw_training(model, batches, config.lr, device),
+    )
 
     # One state at a time, as the search asks: distinct states, cache off.
     model.eval()
-    picked = [inputs[i] for i in order[: args.single]]
+    k = min(args.single, len(inputs))
     states = [
         Transition(None, x.observation, 0.0, False,
-                   {"admissible_actions": list(x.actions), "score": x.score, "max_score": 1})
-        for x in picked
+                   {"admissible_actions": list(c), "score": x.score, "max_score": 1})
+        for x, c in zip(inputs[:k], commands[:k], strict=True)
     ]  # fmt: skip
-    singles = [featurizer.batch([x], device) for x in picked]
-    raw = _rate(lambda b: model(*b), singles, device, args.repeats)
+    per_state = sum(len(c) for c in commands[:k]) / k
+    singles = [
+        (*featurizer.batch([x], device), featurizer.candidates([c], device))
+        for x, c in zip(inputs[:k], commands[:k], strict=True)
+    ]
+    raw = _rate(lambda b: model.evaluate(*b), singles, device, args.repeats)
     value = ValueNetValue(path, device=name, cache_size=0)
-    _row(name, "one state/call, states/s", _rate(value, states, device, args.repeats), raw)
+    one = _rate(value, states, device, args.repeats)
+    _row(name, "one state/call, states/s", one, raw)
+    _row(name, "one state/call, states x actions/s", one * per_state, raw * per_state)
     cached = ValueNetValue(path, device=name)
     _rate(cached, states, device, 1)  # fill the cache
     _row(name, "one state/call, cache warm", _rate(cached, states, device, args.repeats), raw)
 
-    chunks = [[inputs[i] for i in order[s : s + 256]] for s in range(0, len(order), 256)]
-    ready = [featurizer.batch(c, device) for c in chunks]
-    ours_b = _rate(value.predict, chunks, device, args.repeats) * 256
-    raw_b = _rate(lambda b: model(*b), ready, device, args.repeats) * 256
-    _row(name, "batched (256), states/s", ours_b, raw_b)
+    chunks = [states[s : s + args.batch] for s in range(0, len(states), args.batch)]
+    ready = [
+        (*featurizer.batch(inputs[s : s + args.batch], device),
+         featurizer.candidates(commands[s : s + args.batch], device))
+        for s in range(0, k, args.batch)
+    ]  # fmt: skip
+    ours_b = _rate(value.evaluate_batch, chunks, device, args.repeats) * k / len(chunks)
+    raw_b = _rate(lambda b: model.evaluate(*b), ready, device, args.repeats) * k / len(ready)
+    _row(name, f"batched ({args.batch}), states/s", ours_b, raw_b)
+    _row(name, f"batched ({args.batch}), states x actions/s", ours_b * per_state, raw_b * per_state)
+    print(f"| {name} | batched / one at a time, states x actions/s | | | "
+          f"{ours_b / one:.2f} |", flush=True)  # fmt: skip
+
+
+def _record_search(path: Path, episodes: int, horizon: int, sims: int) -> None:
+    """SmartHome episodes played by MCTS, each state's root visits recorded."""
+    env = gymnasium.make("wmkit/SmartHome-v0", horizon=horizon)
+    with TrajectoryWriter(path) as writer:
+        recorder = Recorder(env, writer.write, env_name="smarthome", agent="mcts")
+        for seed in range(episodes):
+            policy = RecordingPolicy(
+                MCTSPolicy(EnvSnapshotSimulator(recorder), budget=Budget(sims, max_depth=6)),
+                recorder,
+            )
+            observation, info = recorder.reset(seed=seed)
+            policy.reset(np.random.default_rng(seed))
+            done = False
+            while not done:
+                action = policy.act(observation, info, WorldState())
+                observation, _, terminated, truncated, info = recorder.step(action)
+                done = terminated or truncated
+        recorder.close()
 
 
 def speed(args: argparse.Namespace) -> None:
@@ -150,17 +205,19 @@ def speed(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data
         if not data:
-            data = [str(Path(tmp) / "vault")]
-            env = gymnasium.make("wmkit/Vault-v0", load=2, horizon=args.horizon)
-            with TrajectoryWriter(data[0]) as writer:
-                record_random(Recorder(env, writer.write, env_name="vault"), range(args.episodes))
+            data = [str(Path(tmp) / "smarthome")]
+            _record_search(Path(data[0]), args.episodes, args.horizon, args.sims)
         examples = load_examples(data, 0.95)
-        print(f"data: {len(examples.inputs)} steps of {len(set(examples.episodes))} episodes; "
-              f"torch {torch.__version__}, {torch.get_num_threads()} threads")  # fmt: skip
+        searched = sum(p is not None for p in examples.policies)
+        if not searched:
+            raise SystemExit(f"{data}: no step holds a search's visits (record a search agent)")
+        print(f"data: {len(examples.inputs)} steps of {len(set(examples.episodes))} episodes, "
+              f"{searched} with a search's visits; torch {torch.__version__}, "
+              f"{torch.get_num_threads()} threads")  # fmt: skip
         print("| device | measure | ours | raw torch | ratio |")
         print("|---|---|---|---|---|")
         for name in devices:
-            _bench_device(name, data, examples.inputs, args, Path(tmp))
+            _bench_device(name, data, examples, args, Path(tmp))
 
 
 def _row(device: str, measure: str, ours: float, raw: float) -> None:
@@ -217,8 +274,9 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="what", required=True)
     s = sub.add_parser("speed", help="training and inference throughput vs raw torch")
     s.add_argument("--data", nargs="*", default=[], help="data folders (default: record)")
-    s.add_argument("--episodes", type=int, default=40, help="random Vault episodes recorded")
+    s.add_argument("--episodes", type=int, default=40, help="SmartHome search episodes recorded")
     s.add_argument("--horizon", type=int, default=100)
+    s.add_argument("--sims", type=int, default=16, help="simulations a step when recording")
     s.add_argument("--epochs", type=int, default=2)
     s.add_argument("--batch", type=int, default=256)
     s.add_argument("--single", type=int, default=500, help="states scored one at a time")
