@@ -144,6 +144,7 @@ def test_the_policy_learns_the_searchs_choice_and_the_value_its_returns(trained)
 def test_the_numpy_forward_pass_is_torchs(trained):
     _, model, featurizer = load_value_net(trained["value_path"])
     single = SingleStateForward(model, featurizer)
+    small = SingleStateForward(model, featurizer, max_commands=2)  # its table starts over
     env = gymnasium.make("wmkit/SmartHome-v0", horizon=30)
     observation, info = env.reset(seed=40)
     for _ in range(5):
@@ -154,7 +155,8 @@ def test_the_numpy_forward_pass_is_torchs(trained):
             tz, tl = model.evaluate(*featurizer.batch([x]), featurizer.candidates([commands]))
         assert z == pytest.approx(float(tz[0]), abs=1e-5)
         assert logits == pytest.approx(tl.numpy(), abs=1e-5)
-        observation, *_, info = env.step(commands[0])
+        assert small(x, commands)[1] == pytest.approx(tl.numpy(), abs=1e-5)
+        observation, *_, info = env.step(commands[-1])
 
 
 def test_one_forward_pass_values_a_new_state_and_ranks_its_commands(trained):

@@ -468,17 +468,21 @@ class SingleStateForward:
     A search asks for thousands of single states, where torch's per-operation cost
     (tens of microseconds) is most of a tiny network's time; here a state costs one
     gather of its feature rows and three small matrix-vector products. The candidate
-    commands' half of the policy head does not depend on the state, so it is computed
-    once per distinct list of candidates and kept (a search meets the same lists again
-    and again). Same numbers as :meth:`ValueNet.evaluate` (tested), in float32.
+    commands' half of the policy head does not depend on the state, so each distinct
+    command's key vector and own logit are computed once and kept in a table (a game's
+    states share most of their thousands of template x noun commands): a state's
+    candidates then cost one index lookup each and one matrix-vector product. Same
+    numbers as :meth:`ValueNet.evaluate` (tested), in float32.
 
     Args:
         model: the network (its weights are copied; later training does not show).
         featurizer: its featuriser (the ids of a state and of a command).
-        cache_size: candidate lists whose command matrices are kept.
+        max_commands: distinct commands kept in the table (then it starts over).
     """
 
-    def __init__(self, model: ValueNet, featurizer: Featurizer, cache_size: int = 4096) -> None:
+    def __init__(
+        self, model: ValueNet, featurizer: Featurizer, max_commands: int = 1 << 18
+    ) -> None:
         w = {k: v.detach().cpu().float().numpy() for k, v in model.state_dict().items()}
         self.featurizer = featurizer
         self.embedding = w["bag.weight"]
@@ -489,28 +493,38 @@ class SingleStateForward:
             self.command = (w["command.weight"], w["command.bias"])
             self.command_bias = (w["command_bias.weight"][0], float(w["command_bias.bias"][0]))
         self.numeric = featurizer.numeric
-        self.cache_size = cache_size
-        self._commands: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self.max_commands = max_commands
+        self._row: dict[str, int] = {}
+        width = self.layers[0][0].shape[0]
+        self._keys = np.zeros((0, width), dtype=np.float32)
+        self._own = np.zeros(0, dtype=np.float32)
 
     def _embed(self, ids: list[int]) -> np.ndarray:
         if not ids:
             return np.zeros(self.embedding.shape[1], dtype=np.float32)
         return self.embedding[ids].mean(0)
 
-    def _command_matrix(self, commands: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """Per command: its key vector ``[K, hidden]`` (scaled) and its own logit ``[K]``."""
-        found = self._commands.get(commands)
-        if found is None:
-            ids = self.featurizer.command_ids
-            e = np.stack([self._embed(ids(c)) for c in commands])
+    def _rows(self, commands: tuple[str, ...]) -> np.ndarray:
+        """The table rows of ``commands``, adding the commands not in it yet."""
+        row = self._row
+        new = [c for c in dict.fromkeys(commands) if c not in row]
+        if new:
+            if len(row) + len(new) > self.max_commands:
+                row.clear()
+                new = list(dict.fromkeys(commands))
+            e = np.stack([self._embed(self.featurizer.command_ids(c)) for c in new])
             weight, bias = self.command
-            keys = (e @ weight.T + bias) / math.sqrt(weight.shape[0])
+            keys = ((e @ weight.T + bias) / math.sqrt(weight.shape[0])).astype(np.float32)
             own_w, own_b = self.command_bias
-            found = (keys.astype(np.float32), (e @ own_w + own_b).astype(np.float32))
-            if len(self._commands) >= self.cache_size:
-                self._commands.clear()
-            self._commands[commands] = found
-        return found
+            start, end = len(row), len(row) + len(new)
+            if end > len(self._own):  # room for twice as many: amortised appends
+                grow = max(2 * end, 1024)
+                self._keys = np.resize(self._keys, (grow, keys.shape[1]))
+                self._own = np.resize(self._own, grow)
+            self._keys[start:end] = keys
+            self._own[start:end] = (e @ own_w + own_b).astype(np.float32)
+            row.update(zip(new, range(start, end), strict=True))
+        return np.fromiter(map(row.__getitem__, commands), dtype=np.int64, count=len(commands))
 
     def __call__(
         self, x: ValueInput, commands: tuple[str, ...] | None = None
@@ -525,9 +539,9 @@ class SingleStateForward:
         value = float(w2[0] @ h + b2[0])
         if not commands or not self.policy:
             return value, None
-        keys, own = self._command_matrix(commands)
+        rows = self._rows(commands)
         wq, bq = self.query
-        return value, keys @ (wq @ h + bq) + own
+        return value, self._keys[rows] @ (wq @ h + bq) + self._own[rows]
 
 
 def build_value_net(spec: ValueNetSpec) -> tuple[ValueNet, Featurizer]:
