@@ -23,8 +23,12 @@ def run(*args: str, games_dir: str | None = None) -> str:
 
 
 def test_bench_runs_without_games():
-    out = run("--sims", "30", "--repeats", "1", "--mem-sizes", "300,600", "--cap-sims", "500")
+    out = run(
+        "--sims", "30", "--repeats", "1", "--mem-sizes", "300,600", "--cap-sims", "500",
+        "--wide-actions", "200", "--wide-sims", "20",
+    )  # fmt: skip
     assert "Vault-v0" in out and "search sims/s" in out
+    assert "Wide" in out and "PUCT search, 200" in out
     assert "600 nodes" in out and "cap 300" in out
     assert "skipped" in out  # the Jericho rows say why they are missing
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wmkit.search import PRUNED, Proposal, Transition, Tree, ucb1
+from wmkit.search import PRUNED, Budget, Proposal, Transition, Tree, puct, search, ucb1
 
 AB = Proposal(("a", "b"))
 
@@ -125,6 +125,77 @@ def test_prune_marks_the_action_and_frees_the_subtree():
     assert rule(tree, tree.root, np.random.default_rng(0)) == "a"
     with pytest.raises(ValueError, match="margin"):
         tree.prune(margin=0.0)
+
+
+def check_pruned_columns(tree: Tree) -> None:
+    """``npruned`` counts the PRUNED entries; ``unpruned`` is the rest, in order, or None."""
+    for n in tree.nodes():
+        kids = tree.children[n] or {}
+        live = {a: c for a, c in kids.items() if c != PRUNED}
+        assert tree.npruned[n] == len(kids) - len(live)
+        if tree.npruned[n]:
+            assert list(tree.unpruned[n].items()) == list(live.items())
+        else:
+            assert tree.unpruned[n] is None
+        assert tree.node(n).children == live == tree.live_children(n)
+
+
+def test_pruned_actions_are_counted_per_node():
+    tree, ids = line_tree()
+    tree.backup([tree.root, ids["a"], ids["ab"]], 1.0)
+    assert tree.npruned[tree.root] == 0 and tree.unpruned[tree.root] is None
+    assert tree.prune_action(tree.root, "b") == 1  # B's subtree is freed
+    assert not tree.alive(ids["b"]) and tree.children[tree.root]["b"] == PRUNED
+    assert tree.npruned[tree.root] == 1 and tree.unpruned[tree.root] == {"a": ids["a"]}
+    assert tree.prune_action(tree.root, "b") == 0 and tree.npruned[tree.root] == 1
+    assert tree.prune_action(ids["ab"], "a") == 0  # an action with no child yet
+    assert tree.node(ids["ab"]).pruned == ("a",) and tree.child(ids["ab"], "a") is None
+    check_pruned_columns(tree)
+    with pytest.raises(KeyError, match="not proposed"):
+        tree.prune_action(tree.root, "c")
+    # The rules skip pruned actions; all pruned is a dead end.
+    assert ucb1(1.0, "first")(tree, tree.root, np.random.default_rng(0)) == "a"
+    tree.prune_action(tree.root, "a")
+    assert tree.npruned[tree.root] == 2 and tree.unpruned[tree.root] == {}
+    assert len(tree) == 1 and list(tree.nodes()) == [tree.root]
+    for rule in (ucb1(), puct()):
+        assert rule(tree, tree.root, np.random.default_rng(0)) is None
+    check_pruned_columns(tree)
+
+
+def test_no_ops_are_pruned_with_the_columns_kept_in_step():
+    # Three actions in four are no-ops (the key stays the parent's); pruning by margin
+    # and a node cap run too: the counts and live-children dicts stay right.
+    actions = Proposal(
+        tuple(f"a{i}" for i in range(12)), tuple(float(i % 5 + 1) for i in range(12))
+    )
+
+    class Model:
+        def step(self, token: int, action: str) -> Transition:
+            i = int(action[1:])
+            if i % 4:
+                return Transition(token, "", 0.0, False, {}, token)
+            new = (token * 31 + i + 1) % 97
+            return Transition(new, "", float(new % 3 == 0), False, {}, new)
+
+    for rule in (ucb1(), puct(), puct(0.5, "first")):
+        out = search(
+            Transition(0, "", 0.0, False, {}, 0),
+            simulator=Model(),
+            propose_fn=lambda t: actions,
+            value_fn=lambda t: 0.0,
+            select_fn=rule,
+            budget=Budget(300, max_nodes=40),
+            rng=np.random.default_rng(0),
+            pruning=None,
+        )
+        tree = out.tree
+        assert tree.npruned[tree.root] == 9  # every no-op at the root
+        check_pruned_columns(tree)
+        tree.prune(margin=0.1, min_visits=2)
+        check_pruned_columns(tree)
+        tree.evict(10)
+        check_pruned_columns(tree)
 
 
 def test_evict_takes_least_visited_oldest_first_and_spares_protected_paths():

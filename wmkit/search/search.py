@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import math
 import random
+import sys
+from math import log, sqrt
 from typing import Literal
 
 import numpy as np
@@ -102,61 +104,76 @@ def search(
     if not tree.terminal[top]:
         # Columns are bound once: the loop below is the hot path.
         terminal, depth, children, token = tree.terminal, tree.depth, tree.children, tree.token
-        slot, slot_key = tree.slot, tree.slot_key
-        limit = math.inf if budget.max_depth is None else depth[top] + budget.max_depth
-        step, known, add, backup = simulator.step, tree.known, tree.add, tree.backup
+        slot, slot_key, slot_actions, npruned = (
+            tree.slot,
+            tree.slot_key,
+            tree.slot_actions,
+            tree.npruned,
+        )
+        by_key = tree._by_key
+        limit = sys.maxsize if budget.max_depth is None else depth[top] + budget.max_depth
+        step, grow, backup, value_of = simulator.step, tree._grow, tree._backup, tree.value
+        # A rule's bound method is called faster than the rule itself.
+        select = select_fn.__call__ if isinstance(select_fn, _Rule) else select_fn
         for ran in range(1, budget.simulations + 1):
             node, path, states = top, [top], [slot[top]]
+            repeat = False  # whether the last node of the path is a state met earlier on it
             while True:
                 if terminal[node]:
                     value = 0.0
                     break
                 if depth[node] >= limit:
-                    value = tree.value(node)
+                    value = value_of(node)
                     break
-                action = select_fn(tree, node, rng)
+                action = select(tree, node, rng)
                 if action is None:  # a dead end: no action, or all pruned
-                    value = tree.value(node)
+                    value = value_of(node)
                     break
                 kids = children[node]
                 child = kids.get(action) if kids else None
                 if child is None:
                     t = step(token[node], action)
-                    if (
-                        t.key is not None
-                        and t.key == slot_key[slot[node]]
-                        and not t.reward
-                        and _live(tree, node) > 1
-                    ):
-                        # A no-op (the state is unchanged): nothing to search below it, so
-                        # the action is pruned here and this simulation picks again.
-                        if kids is None:
-                            children[node] = {action: PRUNED}
-                        else:
-                            kids[action] = PRUNED
-                        continue
-                    if known(t.key):
-                        child = add(node, action, t)
-                        value = tree.value(child)
+                    key = t.key
+                    if key is None:
+                        found = None
+                    else:
+                        s = slot[node]
+                        if (
+                            key == slot_key[s]
+                            and not t.reward
+                            and len(slot_actions[s]) - npruned[node] > 1
+                        ):
+                            # A no-op (the state is unchanged): nothing to search below
+                            # it, so the action is pruned here and this simulation picks
+                            # again (the last action left at a node is kept).
+                            tree._mark_pruned(node, action)
+                            continue
+                        found = by_key.get(key)
+                    if found is not None:  # a known state: its statistics are shared
+                        child = grow(node, action, t, None, None, found)
+                        value = value_of(child)
+                        repeat = found in states
                     elif t.terminal:
-                        child = add(node, action, t, _NO_ACTIONS, 0.0)
+                        child = grow(node, action, t, _NO_ACTIONS, 0.0, None)
                         value = 0.0
                     else:
                         value = value_fn(t)
-                        child = add(node, action, t, propose_fn(t), value)
+                        child = grow(node, action, t, propose_fn(t), value, None)
                     path.append(child)
                     break
                 if child == PRUNED:
                     raise ValueError(f"select_fn chose the pruned action {action!r}")
                 node = child
                 path.append(node)
-                if slot[node] in states:
+                s = slot[node]
+                if s in states:
                     # Back at a state on this path (a no-op, a loop): it is searched from
                     # where it first appeared; here it only lends its value.
-                    value = tree.value(node)
+                    value = value_of(node)
+                    repeat = True
                     break
-                states.append(slot[node])
-            backup(path, value)
+                states.append(s)
+            backup(path, value, repeat)
             if pruning is not None and ran % pruning.every == 0:
                 tree.prune(pruning.margin, pruning.min_visits)
 
@@ -170,13 +187,6 @@ def search(
         simulations=ran,
         tree=tree,
     )
-
-
-def _live(tree: Tree, node: int) -> int:
-    """How many of the actions proposed at ``node`` are not pruned."""
-    kids = tree.children[node]
-    pruned = list(kids.values()).count(PRUNED) if kids else 0
-    return len(tree.slot_actions[tree.slot[node]]) - pruned
 
 
 def as_budget(budget: Budget | int) -> Budget:
@@ -225,17 +235,21 @@ class _Rule:
         self._source: np.random.Generator | None = None
         self._stream = random.Random(0)
 
-    def _pick(self, ties: list[str], actions: tuple[str, ...], rng: np.random.Generator) -> str:
-        """One of ``ties``: the earliest in ``actions``, or uniformly drawn."""
-        if len(ties) == 1:
-            return ties[0]
-        if self.first:
-            return min(ties, key=actions.index)
+    def _draw(self, n: int, rng: np.random.Generator) -> int:
+        """A uniform index below ``n`` (>= 2) for a random tie-break.
+
+        A numpy draw costs microseconds; a stream seeded once from ``rng`` does not. The
+        draw is ``random.Random.randrange(n)``'s own, inline (a test checks they agree).
+        """
         if rng is not self._source:
-            # A numpy draw costs microseconds; a stream seeded once from ``rng`` does not.
             self._source = rng
             self._stream = random.Random(int(rng.integers(2**63)))
-        return ties[self._stream.randrange(len(ties))]
+        getrandbits = self._stream.getrandbits
+        k = n.bit_length()
+        r = getrandbits(k)
+        while r >= n:
+            r = getrandbits(k)
+        return r
 
     def __repr__(self) -> str:
         tie = "first" if self.first else "random"
@@ -262,25 +276,31 @@ class UCB1(_Rule):
 
     def __call__(self, tree: Tree, node: int, rng: np.random.Generator) -> str | None:
         """Return the action to follow at ``node``; None at a dead end."""
-        actions = tree.slot_actions[tree.slot[node]]
-        kids = tree.children[node]
+        slots, slot_actions, children, unpruned, count, visits, sums, reward, penalty, name = (
+            tree.hot
+        )
+        actions = slot_actions[slots[node]]
+        kids = children[node]
         if kids is None or len(kids) < len(actions):
+            if self.first:  # the first action in proposal order not tried yet
+                if kids is None:
+                    return actions[0] if actions else None
+                return next((a for a in actions if a not in kids), None)
             fresh = list(actions) if kids is None else [a for a in actions if a not in kids]
-            return self._pick(fresh, actions, rng) if fresh else None
-        count, visits, sums, slots = tree.count, tree.slot_visits, tree.slot_value_sum, tree.slot
-        reward, penalty, discount = tree.reward, tree.penalty, tree.discount
-        lo, hi = tree.qmin, tree.qmax
+            if len(fresh) < 2:
+                return fresh[0] if fresh else None
+            return fresh[self._draw(len(fresh), rng)]
+        live = unpruned[node]
+        if live is None:
+            live = kids
+        elif not live:
+            return None
+        discount, lo, hi = tree.discount, tree.qmin, tree.qmax
         shift, factor = (lo, 1.0 / (hi - lo)) if hi > lo else (0.0, 1.0)
-        c = self.c * math.sqrt(math.log(max(count[node], 1)))
-        sqrt = math.sqrt
-        # One comprehension over the children in expansion order (no lookups): the
-        # inner loop of the whole search. Ties are rare and put back in proposal order.
-        names, ids = list(kids), list(kids.values())
-        if PRUNED in ids:
-            names = [a for a, ch in zip(names, ids, strict=True) if ch != PRUNED]
-            ids = [ch for ch in ids if ch != PRUNED]
-            if not ids:
-                return None
+        c = self.c * sqrt(log(max(count[node], 1)))
+        # One comprehension over the live children in expansion order (no lookups): the
+        # inner loop of the whole search.
+        ids = list(live.values())
         scores = [
             (reward[ch] + discount * sums[s := slots[ch]] / visits[s] - penalty[ch] - shift)
             * factor
@@ -288,11 +308,22 @@ class UCB1(_Rule):
             for ch in ids
         ]
         best = max(scores)
-        if scores.count(best) == 1:
-            return names[scores.index(best)]
-        return self._pick(
-            [a for a, x in zip(names, scores, strict=True) if x == best], actions, rng
-        )
+        ties = scores.count(best)
+        i = scores.index(best)
+        if ties == 1:
+            return name[ids[i]]
+        if self.first:  # the earliest in proposal order
+            index = tree.action_index
+            first = ids[i]
+            for _ in range(ties - 1):
+                i = scores.index(best, i + 1)
+                if index[ids[i]] < index[first]:
+                    first = ids[i]
+            return name[first]
+        # A uniform draw among the ties in expansion order: the pick-th one.
+        for _ in range(self._draw(ties, rng)):
+            i = scores.index(best, i + 1)
+        return name[ids[i]]
 
 
 class PUCT(_Rule):
@@ -300,6 +331,12 @@ class PUCT(_Rule):
 
     ``q`` is the min-max normalised Q of a visited child; an action not yet expanded
     counts the node's own mean value as its Q (first-play value = the parent's).
+
+    Unexpanded actions share that Q, so the best of them is the one with the highest
+    prior: only the live children and the unexpanded actions at the head of the node's
+    prior-sorted order are scored (a cursor skips the ones expanded or pruned since), so
+    a selection costs the node's live children, not its thousands of proposed actions.
+    The result is the rule's over every action, ties included (in proposal order).
 
     Args:
         c: exploration constant, >= 0.
@@ -313,35 +350,79 @@ class PUCT(_Rule):
 
     def __call__(self, tree: Tree, node: int, rng: np.random.Generator) -> str | None:
         """Return the action to follow at ``node``; None at a dead end."""
-        slot = tree.slot[node]
-        actions, priors = tree.slot_actions[slot], tree.slot_priors[slot]
-        kids = tree.children[node] or {}
-        count, visits, sums, slots = tree.count, tree.slot_visits, tree.slot_value_sum, tree.slot
-        reward, penalty, discount = tree.reward, tree.penalty, tree.discount
+        slots, slot_actions, children, unpruned, count, visits, sums, reward, penalty, name = (
+            tree.hot
+        )
+        slot = slots[node]
+        actions, priors = slot_actions[slot], tree.slot_priors[slot]
+        kids = children[node]
         lo, hi = tree.qmin, tree.qmax
         shift, factor = (lo, 1.0 / (hi - lo)) if hi > lo else (0.0, 1.0)
         unvisited_q = (sums[slot] / visits[slot] - shift) * factor
-        c_sqrt = self.c * math.sqrt(count[node])
-        get = kids.get
+        c_sqrt = self.c * sqrt(count[node])
+        n = len(actions)
+        # The best unexpanded action: the first of the prior order not in ``kids``.
+        ranked = tree.slot_order[slot]
+        if ranked is None:
+            ranked = tree.prior_order(slot)
+        order, ends = ranked
+        cursor = tree.cursor
+        p = cursor[node]
+        if kids:
+            while p < n and actions[order[p]] in kids:
+                p += 1
+            cursor[node] = p
         inf = -math.inf
-        scores = [
-            unvisited_q + c_sqrt * prior
-            if (ch := get(action)) is None
-            else inf
-            if ch == PRUNED
-            else (reward[ch] + discount * sums[s := slots[ch]] / visits[s] - penalty[ch] - shift)
-            * factor
-            + c_sqrt * prior / (1 + count[ch])
-            for action, prior in zip(actions, priors, strict=True)
-        ]
-        best = max(scores, default=inf)
-        if best == inf:
+        fresh = unvisited_q + c_sqrt * priors[order[p]] if p < n else inf
+        live = unpruned[node]
+        if live is None:
+            live = kids
+        if live:
+            prior, discount = tree.prior, tree.discount
+            ids = list(live.values())
+            scores = [
+                (reward[ch] + discount * sums[s := slots[ch]] / visits[s] - penalty[ch] - shift)
+                * factor
+                + c_sqrt * prior[ch] / (1 + count[ch])
+                for ch in ids
+            ]
+            best = max(scores)
+            if best > fresh:
+                if scores.count(best) == 1:
+                    return name[ids[scores.index(best)]]
+                index = tree.action_index
+                ties = [index[ch] for ch, x in zip(ids, scores, strict=True) if x == best]
+                return self._choose(ties, actions, rng)
+            ties = (
+                [tree.action_index[ch] for ch, x in zip(ids, scores, strict=True) if x == best]
+                if best == fresh
+                else []
+            )
+        else:
+            ties = []
+        if fresh == inf:  # no action left (all pruned), or none scores above -inf
             return None
-        if scores.count(best) == 1:
-            return actions[scores.index(best)]
-        return self._pick(
-            [a for a, x in zip(actions, scores, strict=True) if x == best], actions, rng
-        )
+        # Unexpanded actions scoring ``fresh`` too: a run of the prior order from the
+        # cursor (scores never rise along it), less those expanded or pruned.
+        # Equal priors score alike: the run ends at a run of lower priors that scores less.
+        i = order[p]
+        end = ends[p]
+        while end < n and unvisited_q + c_sqrt * priors[order[end]] == fresh:
+            end = ends[end]  # a lower prior, rounded to the same score
+        if end > p + 1:
+            run = order[p + 1 : end]
+            ties.extend([k for k in run if actions[k] not in kids] if kids else run)
+        if not ties:
+            return actions[i]
+        ties.append(i)
+        return self._choose(ties, actions, rng)
+
+    def _choose(self, ties: list[int], actions: tuple[str, ...], rng: np.random.Generator) -> str:
+        """One of the tied action indices ``ties`` (two or more), by the tie-break."""
+        if self.first:
+            return actions[min(ties)]
+        ties.sort()  # proposal order
+        return actions[ties[self._draw(len(ties), rng)]]
 
 
 def puct(c: float = 1.25, tie_break: TieBreak = "random") -> PUCT:

@@ -61,6 +61,8 @@ class _Lazy:
         return f"<state after {self.action!r}{'' if self.token is None else ', snapshotted'}>"
 
 
+_tuple = tuple.__new__  # builds a Transition without its Python-level __new__
+
 KeyFn = Callable[[Mapping[str, Any]], Hashable | None]
 """Returns the transposition key of the state an env ``info`` (all keys) describes."""
 
@@ -141,8 +143,24 @@ def truth_delta(info: Mapping[str, Any]) -> Delta | None:
 
 
 def admissible_proposal(transition: Transition) -> Proposal:
-    """Propose the state's ``admissible_actions`` (env order: sorted) with uniform priors."""
-    return Proposal(tuple(transition.info.get("admissible_actions", ())))
+    """Propose the state's ``admissible_actions`` (env order: sorted).
+
+    With the env's ``action_priors`` (one weight per admissible action: the Jericho env's
+    counted prior over its unverified candidates) as the priors; else uniform.
+
+    Raises:
+        ValueError: ``action_priors`` and ``admissible_actions`` differ in length.
+    """
+    info = transition.info
+    actions = tuple(info.get("admissible_actions", ()))
+    priors = info.get("action_priors")
+    if priors is None:
+        return Proposal(actions)
+    if len(priors) != len(actions):
+        raise ValueError(
+            f"info has {len(priors)} action_priors for {len(actions)} admissible_actions"
+        )
+    return Proposal(actions, tuple(priors))
 
 
 class EnvSnapshotSimulator:
@@ -247,27 +265,48 @@ class EnvSnapshotSimulator:
 
     def step(self, token: Any, action: str) -> Transition:
         """Put the env in ``token``'s state, send ``action`` and return what it led to."""
+        # The hot path of a search: one restore, step and snapshot, the rest inline.
         env = self.env
-        token = self._enter(token)
+        if type(token) is _Lazy:
+            token = self._enter(token)
+        else:
+            env.restore(token)
         observation, reward, terminated, truncated, info = env.step(action)
         self.steps += 1
-        new = _Lazy(token, action) if self.lazy else env.snapshot()
         if self.key_fn is not None:
+            new = _Lazy(token, action) if self.lazy else env.snapshot()
             key = self.key_fn(info)
+        elif self.lazy:
+            new = _Lazy(token, action)
+            key = self.state_key()
         else:
-            key = self.state_key(None if self.lazy else new)
+            new = env.snapshot()
+            if self._hashable:
+                try:
+                    key = TokenKey(new)
+                except TypeError:
+                    self._hashable = False  # tokens of this env never hash: stop trying
+                    key = self.state_key(new)
+            else:
+                key = None if self._hasher is None else self._hasher()
         if self.delta_fn is not None:
             delta = self.delta_fn(info)
         else:
             delta = None if self.reader is None else read_delta(self.reader, observation)
-        return Transition(
-            new,
-            observation,
-            float(reward),
-            bool(terminated or truncated),
-            agent_view(info) if self._truth(info) else info,
-            key,
-            delta,
+        truth = self._has_truth
+        if truth is None:
+            truth = self._truth(info)
+        return _tuple(
+            Transition,
+            (
+                new,
+                observation,
+                reward if type(reward) is float else float(reward),
+                bool(terminated or truncated),
+                agent_view(info) if truth else info,
+                key,
+                delta,
+            ),
         )
 
     def _truth(self, info: Mapping[str, Any]) -> bool:

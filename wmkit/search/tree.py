@@ -13,8 +13,13 @@ leads back to its parent's state, and counting that state's visits as the action
 would make the no-op look like the most tried move.
 
 Columns are public for reading (selection functions read them in their inner loop);
-only :class:`Tree` methods write them. Node ids are reused after a node is freed, so
-hold an id only while its node is alive (:meth:`Tree.alive`).
+only :class:`Tree` methods write them. A pruned action stays in ``children`` (as
+:data:`PRUNED`), counted per node (``npruned``); a node with pruned actions also keeps
+its live children apart (``unpruned``), so selection never walks past the pruned ones,
+and PUCT finds the best unexpanded action from a cursor into the prior-sorted order
+(``cursor``, ``slot_order``) instead of scoring every proposed action. Node ids are
+reused after a node is freed, so hold an id only while its node is alive
+(:meth:`Tree.alive`).
 
 Memory stays under ``max_nodes``: when the arena is full, :meth:`Tree.add` evicts a
 tenth of the cap in whole subtrees, least-visited first, then least valuable, then
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Collection, Hashable, Iterator, Mapping
+from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -122,12 +127,18 @@ class Tree:
     """A bounded search tree over one root state.
 
     Columns by node id: ``parent`` (-1 at the root, :data:`FREE` when freed),
-    ``action``, ``depth`` (absolute: subtract ``depth[root]``), ``children``
-    (``action -> id``, :data:`PRUNED` for a pruned action; None before the first
-    child), ``prior``, ``reward``, ``terminal``, ``penalty``, ``slot``, ``count``
-    (visits), ``born`` (creation order), ``token``, ``observation``, ``info``,
-    ``delta``. By slot id: ``slot_visits``, ``slot_value_sum``, ``slot_refs``,
-    ``slot_estimate``, ``slot_key``, ``slot_actions``, ``slot_priors`` (normalised).
+    ``action``, ``action_index`` (its index in the parent's proposal, -1 at the root),
+    ``depth`` (absolute: subtract ``depth[root]``), ``children`` (``action -> id``,
+    :data:`PRUNED` for a pruned action; None before the first child), ``npruned``
+    (how many of ``children`` are :data:`PRUNED`), ``unpruned`` (the live children,
+    ``action -> id`` in expansion order, while ``npruned`` > 0; None otherwise, when
+    ``children`` holds only live ones), ``cursor`` (a position in ``slot_order``: the
+    actions before it all have an entry in ``children``), ``prior``, ``reward``,
+    ``terminal``, ``penalty``, ``slot``, ``count`` (visits), ``born`` (creation order),
+    ``token``, ``observation``, ``info``, ``delta``. By slot id: ``slot_visits``,
+    ``slot_value_sum``, ``slot_refs``, ``slot_estimate``, ``slot_key``, ``slot_actions``,
+    ``slot_priors`` (normalised), ``slot_order`` (the actions by decreasing prior,
+    :meth:`prior_order`'s ``(order, ends)``; None until it is first asked).
 
     Args:
         root: the transition record of the root state.
@@ -157,12 +168,17 @@ class Tree:
         self.max_nodes = max_nodes
         # Node columns, indexed by node id.
         # Columns the selection loop reads are lists (a list index costs half an array
-        # index, which boxes); the rest are compact arrays.
+        # index, which boxes); the rest are compact arrays. ``prior`` holds the very
+        # float objects of the proposal's priors, so a list costs no more than an array.
         self.parent = array("q")
         self.action: list[str | None] = []
+        self.action_index: list[int] = []
         self.depth: list[int] = []
         self.children: list[dict[str, int] | None] = []
-        self.prior = array("d")
+        self.npruned: list[int] = []
+        self.unpruned: list[dict[str, int] | None] = []
+        self.cursor: list[int] = []
+        self.prior: list[float] = []
         self.reward: list[float] = []
         self.terminal: list[bool] = []
         self.penalty: list[float] = []
@@ -181,44 +197,48 @@ class Tree:
         self.slot_key: list[Hashable | None] = []
         self.slot_actions: list[tuple[str, ...] | None] = []
         self.slot_priors: list[tuple[float, ...] | None] = []
+        self.slot_order: list[tuple[Sequence[int], Sequence[int]] | None] = []
         self.qmin = math.inf
         """Smallest Q sample backed up so far (for min-max normalisation)."""
         self.qmax = -math.inf
         """Largest Q sample backed up so far."""
         self._by_key: dict[Hashable, int] = {}
         self._checked: tuple[Proposal | None, tuple[str, ...], tuple[float, ...]] = (None, (), ())
+        self._sorted: tuple[tuple[float, ...] | None, tuple[Sequence[int], Sequence[int]]] = (
+            None,
+            ((), ()),
+        )
         self._free_nodes: list[int] = []
         self._free_slots: list[int] = []
         self._born = 0
         self._size = 0
         self.evicted = 0
         """Nodes evicted to keep under ``max_nodes`` so far."""
-        self._numeric = (
-            self.parent,
-            self.depth,
-            self.prior,
-            self.reward,
-            self.terminal,
-            self.penalty,
+        self.hot = (
             self.slot,
+            self.slot_actions,
+            self.children,
+            self.unpruned,
             self.count,
-            self.born,
+            self.slot_visits,
+            self.slot_value_sum,
+            self.reward,
+            self.penalty,
+            self.action,
         )
+        """The columns a selection rule reads, in one tuple (one lookup, not ten): ``slot``,
+        ``slot_actions``, ``children``, ``unpruned``, ``count``, ``slot_visits``,
+        ``slot_value_sum``, ``reward``, ``penalty``, ``action``."""
         self._objects = (
             self.action,
             self.children,
+            self.unpruned,
             self.token,
             self.observation,
             self.info,
             self.delta,
         )
-        self._slot_numeric = (
-            self.slot_visits,
-            self.slot_value_sum,
-            self.slot_refs,
-            self.slot_estimate,
-        )
-        self.root = self._new(-1, None, 0, 1.0, root, proposal, estimate)
+        self.root = self._new(-1, None, -1, 0, 1.0, root, proposal, estimate, None)
         self.backup([self.root], self.slot_estimate[self.slot[self.root]])
 
     # -- size and identity --
@@ -265,17 +285,24 @@ class Tree:
         found = (self.children[node] or {}).get(action)
         return None if found is None or found == PRUNED else found
 
+    def _live(self, node: int) -> dict[str, int]:
+        """The live children of ``node`` (the tree's own dict: do not change it)."""
+        live = self.unpruned[node]
+        if live is None:
+            live = self.children[node]
+        return live or {}
+
     def live_children(self, node: int) -> dict[str, int]:
         """Live children of ``node``, ``action -> id``, in expansion order."""
         self._check(node)
-        return {a: c for a, c in (self.children[node] or {}).items() if c != PRUNED}
+        return dict(self._live(node))
 
     def siblings(self, node: int) -> dict[str, int]:
         """The other live children of ``node``'s parent (empty for the root)."""
         self._check(node)
         if node == self.root:
             return {}
-        return {a: c for a, c in self.live_children(self.parent[node]).items() if c != node}
+        return {a: c for a, c in self._live(self.parent[node]).items() if c != node}
 
     def ancestors(self, node: int) -> list[int]:
         """Ids from ``node``'s parent up to the root, nearest first."""
@@ -326,9 +353,9 @@ class Tree:
             token=self.token[node],
             key=self.slot_key[s],
             delta=self.delta[node],
-            children={a: c for a, c in kids.items() if c != PRUNED},
+            children=dict(self._live(node)),
             actions=self.slot_actions[s],
-            pruned=tuple(a for a, c in kids.items() if c == PRUNED),
+            pruned=tuple(a for a, c in kids.items() if c == PRUNED) if self.npruned[node] else (),
         )
 
     def nodes(self) -> Iterator[int]:
@@ -336,9 +363,7 @@ class Tree:
         frontier = [self.root]
         while frontier:
             yield from frontier
-            frontier = [
-                c for n in frontier for c in (self.children[n] or {}).values() if c != PRUNED
-            ]
+            frontier = [c for n in frontier for c in self._live(n).values()]
 
     def best_action(self, node: int | None = None) -> str | None:
         """The most visited live child's action (ties: higher Q, then proposal order)."""
@@ -346,8 +371,38 @@ class Tree:
         kids = self.live_children(node)
         if not kids:
             return None
-        order = {a: i for i, a in enumerate(self.slot_actions[self.slot[node]])}
-        return max(kids, key=lambda a: (self.visits(kids[a]), self.q(kids[a]), -order[a]))
+        index = self.action_index
+        return max(kids, key=lambda a: (self.visits(kids[a]), self.q(kids[a]), -index[kids[a]]))
+
+    def prior_order(self, slot: int) -> tuple[Sequence[int], Sequence[int]]:
+        """``slot``'s actions by decreasing prior: ``(order, ends)``.
+
+        ``order`` holds action indices, equal priors in proposal order; ``ends[j]`` is
+        the position just past the run of priors equal to ``order[j]``'s. Computed once
+        per proposal (slots sharing a proposal share it), on first use.
+
+        Raises:
+            KeyError: ``slot`` is free.
+        """
+        ranked = self.slot_order[slot]
+        if ranked is None:
+            priors = self.slot_priors[slot]
+            if priors is None:
+                raise KeyError(f"slot {slot} is free")
+            last, ranked = self._sorted
+            if priors is not last:
+                n = len(priors)
+                if priors is _UNIFORM.get(n):
+                    ranked = (range(n), [n] * n)
+                else:  # a stable sort: equal priors keep proposal order
+                    order = sorted(range(n), key=priors.__getitem__, reverse=True)
+                    ends = [n] * n
+                    for j in range(n - 2, -1, -1):
+                        ends[j] = j + 1 if priors[order[j]] != priors[order[j + 1]] else ends[j + 1]
+                    ranked = (order, ends)
+                self._sorted = (priors, ranked)
+            self.slot_order[slot] = ranked
+        return ranked
 
     # -- growing --
 
@@ -372,101 +427,165 @@ class Tree:
             ValueError: ``parent`` already has a child for ``action``, or a bad proposal.
         """
         self._check(parent)
-        actions = self.slot_actions[self.slot[parent]]
+        key = transition.key
+        found = None if key is None else self._by_key.get(key)
+        return self._grow(parent, action, transition, proposal, estimate, found, protect)
+
+    def _grow(
+        self,
+        parent: int,
+        action: str,
+        transition: Transition,
+        proposal: Proposal | None,
+        estimate: float | None,
+        found: int | None,
+        protect: Collection[int] = (),
+    ) -> int:
+        """:meth:`add` for a live ``parent``; ``found``: the slot of the key, or None."""
+        s = self.slot[parent]
+        actions = self.slot_actions[s]
         try:
             index = actions.index(action)
         except ValueError:
             raise KeyError(f"action {action!r} was not proposed at node {parent}") from None
-        if action in (self.children[parent] or {}):
+        kids = self.children[parent]
+        if kids is not None and action in kids:
             raise ValueError(f"node {parent} already has a child for {action!r}")
         if self.max_nodes is not None and self._size >= self.max_nodes:
             # A known state's slot must outlive the eviction: the caller skipped its
             # proposal and estimate because the tree already holds them.
-            key = transition.key
-            keep = self._by_key.get(key, -1) if key is not None else -1
+            keep = -1 if found is None else found
             self._evict(max(1, self.max_nodes // _EVICT_FRACTION), (*protect, parent), keep)
-        prior = self.slot_priors[self.slot[parent]][index]
+            kids = self.children[parent]
         child = self._new(
-            parent, action, self.depth[parent] + 1, prior, transition, proposal, estimate
+            parent,
+            action,
+            index,
+            self.depth[parent] + 1,
+            self.slot_priors[s][index],
+            transition,
+            proposal,
+            estimate,
+            found,
         )
-        kids = self.children[parent]
         if kids is None:
             self.children[parent] = {action: child}
         else:
             kids[action] = child
+            live = self.unpruned[parent]
+            if live is not None:
+                live[action] = child
         return child
 
     def _new(
         self,
         parent: int,
         action: str | None,
+        index: int,
         depth: int,
         prior: float,
         t: Transition,
         proposal: Proposal | None,
         estimate: float | None,
+        found: int | None,
     ) -> int:
-        slot = self._slot(t, proposal, estimate)
-        row = (parent, depth, prior, float(t.reward), bool(t.terminal), 0.0, slot, 0, self._born)
-        objects = (action, None, t.token, t.observation, t.info, t.delta)
+        token, observation, reward, terminal, info, key, delta = t
+        if found is None:
+            slot = self._slot(key, terminal, proposal, estimate)
+        else:
+            self.slot_refs[found] += 1
+            slot = found
+        if type(reward) is not float:
+            reward = float(reward)
+        terminal = terminal is True or bool(terminal)
+        born = self._born
+        self._born = born + 1
+        self._size += 1
         if self._free_nodes:
             node = self._free_nodes.pop()
-            for column, value in zip(self._numeric, row, strict=True):
-                column[node] = value
-            (
-                self.action[node],
-                self.children[node],
-                self.token[node],
-                self.observation[node],
-                self.info[node],
-                self.delta[node],
-            ) = objects
-        else:
-            node = len(self.parent)
-            for column, value in zip(self._numeric, row, strict=True):
-                column.append(value)
-            for column, value in zip(self._objects, objects, strict=True):
-                column.append(value)
-        self._born += 1
-        self._size += 1
+            self.parent[node] = parent
+            self.action[node] = action
+            self.action_index[node] = index
+            self.depth[node] = depth
+            self.children[node] = None
+            self.npruned[node] = 0
+            self.unpruned[node] = None
+            self.cursor[node] = 0
+            self.prior[node] = prior
+            self.reward[node] = reward
+            self.terminal[node] = terminal
+            self.penalty[node] = 0.0
+            self.slot[node] = slot
+            self.count[node] = 0
+            self.born[node] = born
+            self.token[node] = token
+            self.observation[node] = observation
+            self.info[node] = info
+            self.delta[node] = delta
+            return node
+        node = len(self.count)
+        self.parent.append(parent)
+        self.action.append(action)
+        self.action_index.append(index)
+        self.depth.append(depth)
+        self.children.append(None)
+        self.npruned.append(0)
+        self.unpruned.append(None)
+        self.cursor.append(0)
+        self.prior.append(prior)
+        self.reward.append(reward)
+        self.terminal.append(terminal)
+        self.penalty.append(0.0)
+        self.slot.append(slot)
+        self.count.append(0)
+        self.born.append(born)
+        self.token.append(token)
+        self.observation.append(observation)
+        self.info.append(info)
+        self.delta.append(delta)
         return node
 
-    def _slot(self, t: Transition, proposal: Proposal | None, estimate: float | None) -> int:
-        key = t.key
-        if key is not None:
-            found = self._by_key.get(key)
-            if found is not None:
-                self.slot_refs[found] += 1
-                return found
-        if t.terminal:
+    def _slot(
+        self,
+        key: Hashable | None,
+        terminal: bool,
+        proposal: Proposal | None,
+        estimate: float | None,
+    ) -> int:
+        """A new slot for a state whose key the tree does not know (or None)."""
+        if terminal:
             # Nothing follows a terminal state: no actions, and no future value.
             actions, priors, estimate = (), (), 0.0
         else:
             if proposal is None or estimate is None:
                 raise ValueError("a new state needs its proposal and value estimate")
-            if proposal is not self._checked[0]:  # a cached proposal is checked once
-                self._checked = (proposal, *_priors(proposal))
-            _, actions, priors = self._checked
+            checked = self._checked
+            if proposal is not checked[0]:  # a cached proposal is checked once
+                checked = self._checked = (proposal, *_priors(proposal))
+            actions, priors = checked[1], checked[2]
             estimate = float(estimate)
             if not math.isfinite(estimate):
                 raise ValueError(f"value estimate must be finite, got {estimate}")
-        values = (0, 0.0, 1, estimate)
         if self._free_slots:
             slot = self._free_slots.pop()
-            for column, value in zip(self._slot_numeric, values, strict=True):
-                column[slot] = value
-            self.slot_key[slot], self.slot_actions[slot], self.slot_priors[slot] = (
-                key,
-                actions,
-                priors,
-            )
+            self.slot_visits[slot] = 0
+            self.slot_value_sum[slot] = 0.0
+            self.slot_refs[slot] = 1
+            self.slot_estimate[slot] = estimate
+            self.slot_key[slot] = key
+            self.slot_actions[slot] = actions
+            self.slot_priors[slot] = priors
+            self.slot_order[slot] = None
         else:
             slot = len(self.slot_visits)
-            for column, value in zip(self._slot_numeric, values, strict=True):
-                column.append(value)
+            self.slot_visits.append(0)
+            self.slot_value_sum.append(0.0)
+            self.slot_refs.append(1)
+            self.slot_estimate.append(estimate)
             self.slot_key.append(key)
             self.slot_actions.append(actions)
             self.slot_priors.append(priors)
+            self.slot_order.append(None)
         if key is not None:
             self._by_key[key] = slot
         return slot
@@ -479,34 +598,69 @@ class Tree:
         met twice on one path (the path came back to a state) is updated once, at its
         shallowest node, so a simulation counts once per state.
         """
+        discount, reward, slot, count = self.discount, self.reward, self.slot, self.count
+        visits, sums, root = self.slot_visits, self.slot_value_sum, self.root
+        qmin, qmax = self.qmin, self.qmax
         g = value
-        discount, reward, slot = self.discount, self.reward, self.slot
-        returns = []
-        for node in reversed(path):
-            returns.append(g)
-            g = reward[node] + discount * g
-            if node != self.root:
-                if g < self.qmin:
-                    self.qmin = g
-                if g > self.qmax:
-                    self.qmax = g
-        visits, sums, count = self.slot_visits, self.slot_value_sum, self.count
         if not self._by_key:  # no keys, no shared slots: no state can repeat
-            for node, g in zip(path, reversed(returns), strict=True):
+            for node in reversed(path):
                 count[node] += 1
                 s = slot[node]
                 visits[s] += 1
                 sums[s] += g
+                g = reward[node] + discount * g
+                if node != root:
+                    if g < qmin:
+                        qmin = g
+                    if g > qmax:
+                        qmax = g
+            self.qmin, self.qmax = qmin, qmax
             return
-        seen: set[int] = set()
-        for node, g in zip(path, reversed(returns), strict=True):
+        returns: dict[int, float] = {}  # slot -> the return at its shallowest node so far
+        for node in reversed(path):
             count[node] += 1
-            s = slot[node]
-            if s in seen:
-                continue
-            seen.add(s)
+            returns[slot[node]] = g
+            g = reward[node] + discount * g
+            if node != root:
+                if g < qmin:
+                    qmin = g
+                if g > qmax:
+                    qmax = g
+        self.qmin, self.qmax = qmin, qmax
+        for s, g in returns.items():
             visits[s] += 1
             sums[s] += g
+
+    def _backup(self, path: list[int], value: float, repeat: bool) -> None:
+        """:meth:`backup` of a path the search walked, in one pass from the leaf.
+
+        The path's states are distinct, but for its last node's when ``repeat``: that
+        state is an earlier node's, whose slot alone is updated (as :meth:`backup` does).
+        """
+        discount, reward, slot, count = self.discount, self.reward, self.slot, self.count
+        visits, sums = self.slot_visits, self.slot_value_sum
+        qmin, qmax = self.qmin, self.qmax
+        g = value
+        i = len(path) - 1
+        node = path[i]
+        count[node] += 1
+        if not repeat:
+            s = slot[node]
+            visits[s] += 1
+            sums[s] += g
+        while i:
+            g = reward[node] + discount * g  # a Q sample of ``node``, a return of its parent
+            if g < qmin:
+                qmin = g
+            if g > qmax:
+                qmax = g
+            i -= 1
+            node = path[i]
+            count[node] += 1
+            s = slot[node]
+            visits[s] += 1
+            sums[s] += g
+        self.qmin, self.qmax = qmin, qmax
 
     # -- correcting --
 
@@ -538,8 +692,8 @@ class Tree:
         chain = self.ancestors(node)  # parent first, the old root last
         below = node
         for a in chain:
-            for c in (self.children[a] or {}).values():
-                if c != below and c != PRUNED:
+            for c in self._live(a).values():
+                if c != below:
                     self._free_subtree(c)
             below = a
         for a in chain:
@@ -559,6 +713,36 @@ class Tree:
         self.observation[root] = transition.observation
         self.info[root] = transition.info
 
+    def prune_action(self, node: int, action: str) -> int:
+        """Prune ``action`` at ``node``: it is never expanded there again; return nodes freed.
+
+        Its child's subtree, if it has one, is freed.
+
+        Raises:
+            KeyError: ``node`` is not live, or ``action`` is not proposed there.
+        """
+        self._check(node)
+        if action not in self.slot_actions[self.slot[node]]:
+            raise KeyError(f"action {action!r} was not proposed at node {node}")
+        found = (self.children[node] or {}).get(action)
+        if found == PRUNED:
+            return 0
+        freed = 0 if found is None else self._free_subtree(found)
+        self._mark_pruned(node, action)
+        return freed
+
+    def _mark_pruned(self, node: int, action: str) -> None:
+        """Record ``action`` as pruned at ``node`` (its child, if any, already freed)."""
+        kids = self.children[node]
+        if kids is None:
+            kids = self.children[node] = {}
+        live = self.unpruned[node]
+        if live is None:  # the first pruned action: the live children are all of them
+            live = self.unpruned[node] = dict(kids)
+        live.pop(action, None)
+        kids[action] = PRUNED
+        self.npruned[node] += 1
+
     def prune(self, margin: float, min_visits: int = 1) -> int:
         """Prune every child clearly worse than its best sibling; return nodes freed.
 
@@ -577,21 +761,17 @@ class Tree:
         for node in list(self.nodes()):
             if not self.alive(node):
                 continue
-            kids = self.children[node]
+            kids = self._live(node)
             if not kids:
                 continue
-            scored = [
-                (a, c, self.q(c))
-                for a, c in kids.items()
-                if c != PRUNED and self.visits(c) >= min_visits
-            ]
+            scored = [(a, c, self.q(c)) for a, c in kids.items() if self.count[c] >= min_visits]
             if len(scored) < 2:
                 continue
             best = max(q for _, _, q in scored)
             for action, c, q in scored:
                 if q < best - margin:
                     self._free_subtree(c)
-                    kids[action] = PRUNED
+                    self._mark_pruned(node, action)
         return before - self._size
 
     def evict(self, count: int, protect: Collection[int] = ()) -> int:
@@ -628,9 +808,15 @@ class Tree:
         for node in order.tolist():
             if freed >= count:
                 break
-            if self.parent[node] == FREE:  # went with an earlier victim's subtree
+            parent = self.parent[node]
+            if parent == FREE:  # went with an earlier victim's subtree
                 continue
-            del self.children[self.parent[node]][self.action[node]]
+            action = self.action[node]
+            del self.children[parent][action]
+            unpruned = self.unpruned[parent]
+            if unpruned is not None:
+                del unpruned[action]
+            self.cursor[parent] = 0  # the action is unexpanded again
             freed += self._free_subtree(node)
         self.evicted += freed
         return freed
@@ -639,7 +825,7 @@ class Tree:
         stack, freed = [node], 0
         while stack:
             x = stack.pop()
-            stack.extend(c for c in (self.children[x] or {}).values() if c != PRUNED)
+            stack.extend(self._live(x).values())
             self._free_one(x)
             freed += 1
         return freed
@@ -652,6 +838,7 @@ class Tree:
             if key is not None:
                 del self._by_key[key]
             self.slot_key[s] = self.slot_actions[s] = self.slot_priors[s] = None
+            self.slot_order[s] = None
             self._free_slots.append(s)
         self.parent[node] = FREE
         self.slot[node] = -1
