@@ -64,6 +64,26 @@ env sees the same list, so comparisons stay fair. ``informative_actions=False`` 
 the commands that only inform out of either list where the state has a world-changing
 one. ``admissible_actions=False`` skips the search and reports an empty list.
 
+``admissible_actions="candidates"`` tries nothing: ``admissible_actions`` holds the
+state's unverified candidates (every template filled with the nouns in scope, two-noun
+templates under the same pair budget, ``look`` and ``inventory`` included; a few ms a
+new state, cached by state hash) and ``info["action_priors"]`` their counted prior,
+aligned with the list and summing to 1: the basic actions (moves, ``enter``, ``exit``,
+``take all``) first, then by the verb's ClubFloyd usage, two-noun commands below the
+one-noun ones of their verb, the commands that only look last
+(:func:`~wmkit.envs.jericho.actions.prior_weight`). Most candidates change nothing: a
+search is to try them in prior order and drop those that lead back to the same state
+hash without reward. Only this mode puts ``action_priors`` in ``info``; with
+``informative_actions=False`` the commands that only inform (``look``, ``inventory``,
+``examine X``) are left out of the candidates.
+
+The nouns in scope are those of the player's room and everything in it (the player
+excluded). The room is found in the object tree (:func:`~wmkit.envs.jericho.env.player_room`):
+the player's top-level ancestor in Inform games, a player sitting in a vehicle or on a
+bed included; the ancestor just below it where that ancestor is a container of rooms,
+as every room of an Infocom story file sits in one (``ROOMS``), so that not every
+noun of the game is in scope everywhere.
+
 Commands that make the interpreter touch files (``save``, ``restore``, ``script``,
 ``recording``, ``replay``: they would write into the working directory or read from it,
 outside any snapshot) are refused: the observation is :data:`REFUSED`, the move is
@@ -76,7 +96,7 @@ own bookkeeping; ``restore(token)`` continues from it exactly.
 """
 
 from wmkit.envs.jericho.actions import QUICK_OUTCOMES, QUICK_TRIES
-from wmkit.envs.jericho.env import EmulatorHalted, JerichoEnv, JerichoToken
+from wmkit.envs.jericho.env import EmulatorHalted, JerichoEnv, JerichoToken, player_room
 from wmkit.envs.jericho.story import (
     ACTION_MAX_BYTES,
     GAMES_DIR_VAR,
@@ -98,4 +118,5 @@ __all__ = [
     "JerichoToken",
     "check_story",
     "find_game",
+    "player_room",
 ]

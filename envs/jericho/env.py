@@ -6,7 +6,7 @@ import hashlib
 import os
 import random
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import chain
 from typing import Any, ClassVar, NamedTuple
 
@@ -25,6 +25,7 @@ from wmkit.envs.diagnostic.truth import split_by_counterfactual
 from wmkit.envs.jericho.actions import (
     QUICK_OUTCOMES,
     QUICK_TRIES,
+    Candidates,
     ValidActions,
     game_templates,
     get_state,
@@ -48,11 +49,79 @@ from wmkit.envs.jericho.story import (
 from wmkit.envs.spaces import TextSpace
 from wmkit.world.types import Delta, Fact, Probe, delta_info
 
-__all__ = ["EmulatorHalted", "JerichoEnv", "JerichoToken"]
+__all__ = [
+    "ROOMS_MIN",
+    "ROOMS_RATIO",
+    "EmulatorHalted",
+    "JerichoEnv",
+    "JerichoToken",
+    "player_room",
+]
 
 COUNTERFACTUAL = "wait"
 _SET_VALUED = ("attr",)  # an object has any number of attributes, each its own slot
 _MIN_SEED = 1000  # frotz: 0 seeds from the clock, 1..999 select a non-random mode
+_MODES = ("quick", "candidates")  # the string values of ``admissible_actions``
+
+
+ROOMS_RATIO = 2
+"""A top-level object holding, directly, at least this many times as many objects as
+there are top-level objects is a container of rooms (:func:`player_room`)."""
+ROOMS_MIN = 10
+"""Nor is an object holding fewer than this many objects, directly, a container of rooms."""
+
+
+def player_room(parents: Sequence[int] | np.ndarray, player: int) -> int:
+    """Return the object number of the room the player is in; 0 if none is found.
+
+    Args:
+        parents: the object tree's parent links: ``parents[i]`` is the parent of object
+            ``i + 1`` (0: none).
+        player: the player's object number.
+
+    The player's ancestors are climbed to the top-level one (parent 0), ``top``.
+
+    * Inform games keep every room at the top level: the room is ``top``, also when
+      the player sits in a vehicle, on a bed or in a box inside it.
+    * Infocom's story files put every room inside one container object (``ROOMS`` in
+      their ZIL source), itself top-level: the room is then the ancestor just below
+      ``top``, the player in a vehicle inside the room included.
+
+    ``top`` is taken for a container of rooms when the player is not its direct child
+    and it directly holds at least :data:`ROOMS_RATIO` times as many objects as there
+    are top-level objects, and at least :data:`ROOMS_MIN`. A container of rooms holds
+    every room of the game, while the rooms being inside it leaves few objects at the
+    top (Zork I's source puts its 110 rooms in ``ROOMS``; beside it at the top are
+    the globals' container and the objects not in play at the start); an Inform room
+    holds its own things, and the top holds every room besides the library's and the
+    compiler's own objects. None of the free games has the Infocom layout, so the
+    threshold is set from the Inform side with room to spare: on the walkthrough
+    states of the 28 free games the rule gives the room the old one gave (the
+    player's outermost container), the largest ratio of the player's room being 1.55
+    (acorncourt.z5, one room, the player never inside anything there) and 0.38 at
+    the states where the player sits in something (905.z5, in bed). A ZIL game with fewer
+    than twice as many rooms as top-level objects would be read as Inform, its scope
+    then every noun of the game as before. ``scripts/compare_valid_actions.py rooms``
+    redoes the check. (Objects a ZIL room lists as its local globals, such as Zork I's
+    kitchen window, are not in the tree under the room, so they are not in scope.)
+    """
+    count = len(parents)
+    chain: list[int] = []  # the player's ancestors, nearest first
+    here = player
+    while 0 < here <= count and len(chain) <= count:  # a damaged tree must not loop us
+        here = int(parents[here - 1])
+        if here == 0:
+            break
+        chain.append(here)
+    if not chain or here != 0:
+        return 0
+    top = chain[-1]
+    if len(chain) >= 2:
+        tree = np.asarray(parents)
+        held = int(np.count_nonzero(tree == top))
+        if held >= ROOMS_MIN and held >= ROOMS_RATIO * int(np.count_nonzero(tree == 0)):
+            return chain[-2]
+    return top
 
 
 class EmulatorHalted(RuntimeError):
@@ -90,15 +159,18 @@ class JerichoEnv(gymnasium.Env[str, str]):
     game's score this step; ``terminated`` means won or lost; ``truncated`` means
     ``horizon`` commands were taken. Stepping on after either raises: call ``reset``.
     Info keys every step: ``admissible_actions`` (sorted), ``score``, ``max_score``,
-    ``moves``; with ``ground_truth=True`` also ``wm.state``, ``wm.delta``,
-    ``wm.probes``, ``wm.state_hash``, ``wm.mentioned`` (module doc: what they hold).
+    ``moves``; with ``admissible_actions="candidates"`` also ``action_priors``; with
+    ``ground_truth=True`` also ``wm.state``, ``wm.delta``, ``wm.probes``,
+    ``wm.state_hash``, ``wm.mentioned`` (module doc: what they hold).
 
     Args:
         game: the story file: a path, or a bare name found in ``$WMKIT_GAMES_DIR``.
         horizon: commands per episode, >= 1.
         ground_truth: add the ``wm.*`` keys to ``info``.
         admissible_actions: ``True``: the full valid-action search every step;
-            ``"quick"``: the bounded one (module doc); ``False``: an empty list.
+            ``"quick"``: the bounded one (module doc); ``"candidates"``: the
+            unverified candidates, no command tried, with their prior in
+            ``info["action_priors"]`` (module doc); ``False``: an empty list.
         probe_rate: probability that a where-is probe is asked at a step, 0..1.
         quick_outcomes: with ``"quick"``, stop after this many distinct world-changing
             outcomes, >= 1.
@@ -107,7 +179,8 @@ class JerichoEnv(gymnasium.Env[str, str]):
         informative_actions: keep the commands that only inform (``look``,
             ``inventory``, ``examine X``) in ``admissible_actions``; False leaves them
             out where the state has a world-changing command (fewer self-loops for a
-            tree search; every agent gets the same list).
+            tree search; every agent gets the same list). With ``"candidates"``,
+            False leaves them out of the candidates altogether.
 
     Raises:
         FileNotFoundError: the game file is missing.
@@ -135,9 +208,10 @@ class JerichoEnv(gymnasium.Env[str, str]):
         ):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be a bool, got {flag!r}")
-        if not (isinstance(admissible_actions, bool) or admissible_actions == "quick"):
+        if not (isinstance(admissible_actions, bool) or admissible_actions in _MODES):
             raise TypeError(
-                f"admissible_actions must be True, False or 'quick', got {admissible_actions!r}"
+                "admissible_actions must be True, False, 'quick' or 'candidates', "
+                f"got {admissible_actions!r}"
             )
         check_int("quick_outcomes", quick_outcomes, 1)
         check_int("quick_tries", quick_tries, 1)
@@ -181,9 +255,15 @@ class JerichoEnv(gymnasium.Env[str, str]):
         self._mention_re = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)") if alternatives else None
 
         self.templates = game_templates(self.frotz)
+        self._mode = admissible_actions
         quick = admissible_actions == "quick"
-        self.valid_actions = (
-            ValidActions(
+        self.valid_actions: ValidActions | Candidates | None = None
+        """The valid-action generator: :class:`ValidActions` (``True``, ``"quick"``),
+        :class:`Candidates` (``"candidates"``) or None (``False``)."""
+        if admissible_actions == "candidates":
+            self.valid_actions = Candidates(self.templates, informative=informative_actions)
+        elif admissible_actions:
+            self.valid_actions = ValidActions(
                 self.frotz,
                 self.templates,
                 self._state_hash,
@@ -192,10 +272,6 @@ class JerichoEnv(gymnasium.Env[str, str]):
                 max_tries=int(quick_tries) if quick else None,
                 informative=informative_actions,
             )
-            if admissible_actions
-            else None
-        )
-        """The valid-action generator (None when ``admissible_actions=False``)."""
         self._max_score = 0
         self._seed = 0
         self._step = 0
@@ -272,14 +348,8 @@ class JerichoEnv(gymnasium.Env[str, str]):
         return nouns
 
     def _location(self, parents: np.ndarray) -> int:
-        """The player's outermost container (the room in Inform games); 0 if unknown."""
-        here, seen = self.player, 0
-        while 0 < here <= self._layout.count and seen <= self._layout.count:
-            up = int(parents[here - 1])
-            if up == 0:
-                return here if here != self.player else 0
-            here, seen = up, seen + 1
-        return 0
+        """The player's room (:func:`player_room`); 0 if unknown."""
+        return player_room(parents, self.player)
 
     def _scope(self, rows: np.ndarray) -> list[int]:
         """The player's location and what is in it (any depth), the player excluded."""
@@ -546,12 +616,13 @@ class JerichoEnv(gymnasium.Env[str, str]):
             counters = {"score": self.frotz.get_score(), "moves": self.frotz.get_moves()}
         supported = self.frotz.is_fully_supported
         state_hash = self._state_hash() if self.ground_truth or self.valid_actions else ""
-        info: dict[str, Any] = {
-            "admissible_actions": self._admissible(state_hash),
-            "score": int(counters["score"]),
-            "max_score": self._max_score,
-            "moves": int(counters["moves"]) if supported else self._step,
-        }
+        actions, priors = self._admissible(state_hash)
+        info: dict[str, Any] = {"admissible_actions": actions}
+        if priors is not None:
+            info["action_priors"] = priors
+        info["score"] = int(counters["score"])
+        info["max_score"] = self._max_score
+        info["moves"] = int(counters["moves"]) if supported else self._step
         if not self.ground_truth:
             return info
         ids, step = self.entity_ids, self._step
@@ -589,7 +660,12 @@ class JerichoEnv(gymnasium.Env[str, str]):
         anchor, parent = self._anchors[num]
         return [Probe(self.entity_ids[num], "in", self.entity_ids[parent], anchor, "breakage")]
 
-    def _admissible(self, state_hash: str) -> list[str]:
+    def _admissible(self, state_hash: str) -> tuple[list[str], list[float] | None]:
+        """The state's ``admissible_actions``, and their ``action_priors`` (candidates only)."""
+        candidates = self._mode == "candidates"
         if self.valid_actions is None or self._over:
-            return []
-        return self.valid_actions(state_hash, *self._scope_nouns())
+            return [], [] if candidates else None
+        if candidates:  # the scope is read only when the state is not cached
+            actions, priors = self.valid_actions.propose(state_hash, self._scope_nouns)
+            return list(actions), list(priors)
+        return self.valid_actions(state_hash, *self._scope_nouns()), None

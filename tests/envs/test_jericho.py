@@ -402,7 +402,7 @@ def test_bare_names_are_looked_up_in_the_games_dir(games_dir, monkeypatch):
         ({"horizon": 0}, ValueError, "horizon must be >= 1"),
         ({"horizon": 2.5}, TypeError, "horizon must be an int"),
         ({"ground_truth": "yes"}, TypeError, "ground_truth must be a bool"),
-        ({"admissible_actions": 1}, TypeError, "admissible_actions must be True, False or .quick."),
+        ({"admissible_actions": 1}, TypeError, "must be True, False, .quick. or .candidates."),
         ({"probe_rate": 1.5}, ValueError, r"probe_rate must be in \[0, 1\]"),
     ],
 )

@@ -148,7 +148,7 @@ def test_the_jericho_env_config_is_quick_and_builds(games_dir):
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"admissible_actions": "fast"}, TypeError, "True, False or 'quick'"),
+        ({"admissible_actions": "fast"}, TypeError, "True, False, 'quick' or 'candidates'"),
         ({"admissible_actions": "quick", "quick_tries": 0}, ValueError, "quick_tries must be >= 1"),
         ({"quick_outcomes": 2.5}, TypeError, "quick_outcomes must be an int"),
         ({"quick_outcomes": True}, TypeError, "quick_outcomes must be an int"),
