@@ -31,7 +31,7 @@ from wmkit.search.value_net import (
     segment_log_softmax,
     value_input,
 )
-from wmkit.search.values import ValueNetValue
+from wmkit.search.values import HeuristicValue, ValueNetValue
 from wmkit.trainers.value import (
     LAST_FILE,
     TrainValueConfig,
@@ -233,3 +233,19 @@ def test_resume_with_the_policy_head_ends_with_the_same_weights(smarthome_search
         return [{k: v for k, v in h.items() if not k.startswith("charts/")} for h in history]
 
     assert losses(resumed["history"]) == losses(whole["history"])
+
+
+def test_a_heuristic_adds_its_novelty_to_the_networks_value(trained):
+    env = gymnasium.make("wmkit/SmartHome-v0", horizon=30)
+    observation, info = env.reset(seed=43)
+    t = Transition(None, observation, 0.0, False, info)
+    prior_only = ValueNetValue(trained["value_path"], scale=0.0, heuristic=HeuristicValue())
+    assert prior_only(t) == pytest.approx(1.0)  # an unvisited state's novelty, no network
+    prior_only.visit(t)
+    assert prior_only(t) == pytest.approx(2**-0.5)
+    prior_only.reset()  # a new episode: the visits are forgotten
+    assert prior_only(t) == pytest.approx(1.0)
+    plain = ValueNetValue(trained["value_path"])
+    both = ValueNetValue(trained["value_path"], heuristic=HeuristicValue())
+    assert both(t) == pytest.approx(plain(t) + 1.0)
+    assert both.propose(t) == plain.propose(t)

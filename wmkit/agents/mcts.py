@@ -50,8 +50,10 @@ def stand_still(
     (less any penalty) against each stay's reward plus the discounted estimate of the
     root. The best stay is returned when it is higher: ``(action, its node or None for
     a pruned no-op, its predicted delta)``; else None. A pruned action is stepped again
-    to check it is a no-op (the tree does not say why an action was pruned): the
-    caller steps inside the simulator's ``preserve``.
+    to check it is a no-op (the tree does not say why an action was pruned), until one
+    is: every pruned no-op is worth the same, so the first stands for all (a game's
+    candidate commands prune by the thousand). The caller steps inside the simulator's
+    ``preserve``.
     """
     root = tree.root
     kids = tree.children[root] or {}
@@ -63,15 +65,18 @@ def stand_still(
     stay_value = discount * estimate[slot]
     bar = tree.reward[node] + discount * estimate[tree.slot[node]] - tree.penalty[node]
     best: tuple[str, int | None, Delta | None] | None = None
+    stayed = False  # a pruned no-op was found: the others are worth no more
     for a in tree.slot_actions[slot]:
         c = kids.get(a)
         if c is None:
             continue
         if c == PRUNED:
+            if stayed:
+                continue
             t = simulator.step(tree.token[root], a)
             if t.key is None or t.key != tree.slot_key[slot] or t.reward:
                 continue
-            value, found = stay_value, (a, None, t.delta)
+            value, found, stayed = stay_value, (a, None, t.delta), True
         elif tree.slot[c] == slot:
             value, found = tree.reward[c] + stay_value - tree.penalty[c], (a, c, tree.delta[c])
         else:

@@ -179,7 +179,8 @@ class ValueNetValue:
     Reads what the agent sees (:func:`~wmkit.search.value_net.value_input`: the
     observation, the admissible actions, the tracked facts a simulator puts in
     ``info`` and the normalised score; never ``wm.*``) and returns the network's
-    discounted return-to-go estimate, in reward units, times ``scale``.
+    discounted return-to-go estimate, in reward units, times ``scale`` (plus the value of
+    ``heuristic``, when given).
 
     A network with a policy head is a proposer too: :meth:`propose` returns the commands
     ``proposer`` offers at the state (default: its admissible actions, with the env's
@@ -207,6 +208,10 @@ class ValueNetValue:
         proposer: the base proposer whose commands the policy head ranks.
         prior_mix: weight of the base proposal's prior in the prior returned, in
             [0, 1] (0: the network's alone).
+        heuristic: a value function added to the network's (a :class:`HeuristicValue`:
+            its novelty bonus remembers the episode's real visits, which the network
+            cannot); it is reset and told the visits as this one is. With ``scale=0``
+            the network is a prior only, the heuristic the value.
 
     Attributes:
         spec: the checkpoint's spec (features, sizes, target, data, metrics).
@@ -229,6 +234,7 @@ class ValueNetValue:
         cache_size: int = 100_000,
         proposer: ProposeFn | None = None,
         prior_mix: float = 0.0,
+        heuristic: ValueFn | None = None,
     ) -> None:
         if not math.isfinite(scale):
             raise ValueError(f"scale must be finite, got {scale}")
@@ -253,6 +259,7 @@ class ValueNetValue:
         self.cache_size = cache_size
         self.proposer = proposer or admissible_proposal
         self.prior_mix = float(prior_mix)
+        self.heuristic = heuristic
         self.calls = 0
         self.hits = 0
         self.passes = 0
@@ -269,9 +276,22 @@ class ValueNetValue:
         data = self.spec.data
         return bool(self.model.policy) and data is not None and data.policy_examples > 0
 
+    def reset(self) -> None:
+        """Start a new episode for the heuristic part, if any."""
+        if self.heuristic is not None:
+            reset_value(self.heuristic)
+
+    def visit(self, transition: Transition) -> None:
+        """Report a real visit to the heuristic part, if any."""
+        if self.heuristic is not None:
+            visit_value(self.heuristic, transition)
+
     def __call__(self, transition: Transition) -> float:
-        """Return the value of the state ``transition`` reached."""
-        return self._evaluate(transition)[0]
+        """Return the value of the state ``transition`` reached (plus the heuristic's)."""
+        value = self._evaluate(transition)[0]
+        if self.heuristic is not None:
+            value += self.heuristic(transition)
+        return value
 
     def propose(self, transition: Transition) -> Proposal:
         """The base proposer's commands at the state, with the network's prior."""
