@@ -49,7 +49,7 @@ from rich.console import Console
 
 import wmkit.envs  # noqa: F401  (registers the wmkit/ ids)
 from wmkit.agents.mcts import MCTSPolicy
-from wmkit.agents.recording import RecordingPolicy
+from wmkit.agents.recording import record_policy
 from wmkit.knowledge.recording import Recorder, TrajectoryWriter
 from wmkit.scripts.search_experiments import _play, iqm
 from wmkit.search.simulators import EnvSnapshotSimulator
@@ -57,7 +57,6 @@ from wmkit.search.types import Budget, Transition
 from wmkit.search.value_net import ValueNet, load_value_net, segment_log_softmax
 from wmkit.search.values import HeuristicValue, HybridValue, ValueNetValue
 from wmkit.trainers.value import Examples, TrainValueConfig, load_examples, train_value
-from wmkit.world.types import WorldState
 
 
 def _best(fn: Callable[[], Any], repeats: int) -> float:
@@ -182,19 +181,8 @@ def _record_search(path: Path, episodes: int, horizon: int, sims: int) -> None:
     env = gymnasium.make("wmkit/SmartHome-v0", horizon=horizon)
     with TrajectoryWriter(path) as writer:
         recorder = Recorder(env, writer.write, env_name="smarthome", agent="mcts")
-        for seed in range(episodes):
-            policy = RecordingPolicy(
-                MCTSPolicy(EnvSnapshotSimulator(recorder), budget=Budget(sims, max_depth=6)),
-                recorder,
-            )
-            observation, info = recorder.reset(seed=seed)
-            policy.reset(np.random.default_rng(seed))
-            done = False
-            while not done:
-                action = policy.act(observation, info, WorldState())
-                observation, _, terminated, truncated, info = recorder.step(action)
-                done = terminated or truncated
-        recorder.close()
+        policy = MCTSPolicy(EnvSnapshotSimulator(recorder), budget=Budget(sims, max_depth=6))
+        record_policy(recorder, policy, range(episodes))
 
 
 def speed(args: argparse.Namespace) -> None:

@@ -143,6 +143,27 @@ INFO_VERBS = frozenset({"look", "l", "inventory", "inv", "i", "examine", "x"})
 """Verbs of templates (bare, or with one ``OBJ``) kept when the parser accepts them."""
 
 
+class _StateCache(OrderedDict):
+    """What was found for each state hash, the least recently used dropped past ``size``."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"cache_size must be >= 1, got {size}")
+        super().__init__()
+        self.size = size
+
+    def get_or_make(self, state_hash: str, make: Callable[[], Any]) -> Any:
+        """The entry of ``state_hash``, made by ``make()`` and kept when it is not there."""
+        found = self.get(state_hash)
+        if found is not None:
+            self.move_to_end(state_hash)
+            return found
+        found = self[state_hash] = make()
+        if len(self) > self.size:
+            self.popitem(last=False)
+        return found
+
+
 def get_state(frotz: Any) -> tuple:
     """Return ``frotz.get_state()``: the same tuple, in about half the time.
 
@@ -332,8 +353,6 @@ class Candidates:
         pair_budget: int = 5000,
         informative: bool = True,
     ) -> None:
-        if cache_size < 1:
-            raise ValueError(f"cache_size must be >= 1, got {cache_size}")
         if pair_budget < 0:
             raise ValueError(f"pair_budget must be >= 0, got {pair_budget}")
         if not isinstance(informative, bool):
@@ -344,7 +363,7 @@ class Candidates:
         self._pair_templates = sum(t.count("OBJ") == 2 for t in self.templates)
         self.cache_size = cache_size
         self.pair_budget = pair_budget
-        self._cache: OrderedDict[str, tuple[tuple[str, ...], tuple[float, ...]]] = OrderedDict()
+        self._cache = _StateCache(cache_size)
 
     def propose(
         self, state_hash: str, scope: Callable[[], tuple[Sequence[str], Collection[str] | None]]
@@ -357,15 +376,7 @@ class Candidates:
                 (None: every pair, whatever the budget); called only when the state
                 is not cached.
         """
-        found = self._cache.get(state_hash)
-        if found is not None:
-            self._cache.move_to_end(state_hash)
-            return found
-        found = self._fill(*scope())
-        self._cache[state_hash] = found
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
-        return found
+        return self._cache.get_or_make(state_hash, lambda: self._fill(*scope()))
 
     def __call__(
         self, state_hash: str, nouns: Sequence[str], held: Collection[str] | None = None
@@ -436,8 +447,6 @@ class ValidActions:
         max_tries: int | None = None,
         informative: bool = True,
     ) -> None:
-        if cache_size < 1:
-            raise ValueError(f"cache_size must be >= 1, got {cache_size}")
         if pair_budget < 0:
             raise ValueError(f"pair_budget must be >= 0, got {pair_budget}")
         self.max_outcomes = _limit("max_outcomes", max_outcomes)
@@ -456,7 +465,7 @@ class ValidActions:
         self.score_fn = score_fn
         self.cache_size = cache_size
         self.pair_budget = pair_budget
-        self._cache: OrderedDict[str, dict[str, Outcome]] = OrderedDict()
+        self._cache = _StateCache(cache_size)
         self.tried = 0
         """Commands tried so far, scope tests included (cache misses only): a cost counter."""
 
@@ -476,15 +485,7 @@ class ValidActions:
             held: the nouns of what the player carries: past the pair budget a
                 two-noun candidate needs one of them; None tries every pair anyway.
         """
-        found = self._cache.get(state_hash)
-        if found is not None:
-            self._cache.move_to_end(state_hash)
-            return found
-        found = self._search(state_hash, nouns, held)
-        self._cache[state_hash] = found
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
-        return found
+        return self._cache.get_or_make(state_hash, lambda: self._search(state_hash, nouns, held))
 
     def __call__(
         self, state_hash: str, nouns: Sequence[str], held: Collection[str] | None = None

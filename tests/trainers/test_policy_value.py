@@ -15,7 +15,7 @@ from rich.console import Console
 
 import wmkit.envs  # noqa: F401  (registers the wmkit/ ids)
 from wmkit.agents.mcts import MCTSPolicy
-from wmkit.agents.recording import RecordingPolicy, search_stats
+from wmkit.agents.recording import record_policy, search_stats
 from wmkit.knowledge.recording import (
     Recorder,
     TrajectoryWriter,
@@ -56,19 +56,9 @@ def smarthome_search(tmp_path_factory):
     env = gymnasium.make("wmkit/SmartHome-v0", horizon=60)
     with TrajectoryWriter(data) as writer:
         recorder = Recorder(env, writer.write, env_name="smarthome", agent="mcts")
-        for seed in range(24):
-            policy = RecordingPolicy(
-                MCTSPolicy(EnvSnapshotSimulator(recorder), budget=Budget(24, max_depth=6)),
-                recorder,
-            )
-            observation, info = recorder.reset(seed=seed)
-            policy.reset(np.random.default_rng(seed))
-            done = False
-            while not done:
-                action = policy.act(observation, info, WorldState())
-                observation, _, terminated, truncated, info = recorder.step(action)
-                done = terminated or truncated
-        recorder.close()
+        policy = MCTSPolicy(EnvSnapshotSimulator(recorder), budget=Budget(24, max_depth=6))
+        scores = record_policy(recorder, policy, range(24))
+    assert len(scores) == 24 and max(scores) > 0
     return data
 
 

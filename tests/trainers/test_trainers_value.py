@@ -12,6 +12,7 @@ from rich.console import Console
 
 import wmkit.envs  # noqa: F401  (registers the wmkit/ ids)
 from wmkit.agents.mcts import MCTSPolicy
+from wmkit.agents.recording import record_policy
 from wmkit.knowledge.recording import (
     Recorder,
     TrajectoryWriter,
@@ -42,7 +43,6 @@ from wmkit.trainers.value import (
     spearman,
     train_value,
 )
-from wmkit.world.types import WorldState
 
 # A small network, so that a test trains in about a second on a busy CPU.
 SMALL = {"features": {"buckets": 4096}, "model": {"dim": 16, "hidden": 32}, "threads": 1}
@@ -60,15 +60,7 @@ def vault_mcts(tmp_path_factory):
     with TrajectoryWriter(data) as writer:
         recorder = Recorder(env, writer.write, env_name="vault", agent="mcts")
         policy = MCTSPolicy(EnvSnapshotSimulator(recorder), budget=Budget(16, max_depth=8))
-        for seed in range(40):
-            observation, info = recorder.reset(seed=seed)
-            policy.reset(np.random.default_rng(seed))
-            done = False
-            while not done:
-                action = policy.act(observation, info, WorldState())
-                observation, _, terminated, truncated, info = recorder.step(action)
-                done = terminated or truncated
-        recorder.close()
+        record_policy(recorder, policy, range(40))
     return data
 
 
@@ -110,7 +102,8 @@ def test_examples_are_the_recorded_steps_with_their_returns(vault_mcts):
     end = episodes["seed=0"]
     assert last.score == pytest.approx(end["score"] / end["max_score"])
     # Only what the agent sees: no ground truth was recorded, none could leak in.
-    assert all(set(x._fields) == {"observation", "actions", "score", "facts"} for x in ex.inputs[:3])
+    fields = {"observation", "actions", "score", "facts"}
+    assert all(set(x._fields) == fields for x in ex.inputs[:3])
     assert all(x.facts == frozenset() for x in ex.inputs)  # facts=False reads none
 
 

@@ -12,16 +12,16 @@ the root's visit distribution over the commands it proposed is the policy target
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from wmkit.knowledge.recording import Recorder, SearchChild, SearchStats
 from wmkit.search.types import SearchOutput
-from wmkit.world.types import Policy, WorldState
+from wmkit.world.types import Policy, WorldState, agent_view
 
-__all__ = ["RecordingPolicy", "search_stats"]
+__all__ = ["RecordingPolicy", "record_policy", "search_stats"]
 
 
 def search_stats(output: SearchOutput) -> SearchStats:
@@ -72,3 +72,29 @@ class RecordingPolicy:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.policy, name)
+
+
+def record_policy(recorder: Recorder, policy: Policy, seeds: Iterable[int]) -> list[float]:
+    """Play one episode per seed with ``policy``, recorded with its searches, then close.
+
+    The policy sees the full ``info`` of an env without ground truth (the agent view of
+    one with it) and no tracked facts; it is reset with a generator seeded by the
+    episode's seed. Closing hands the last episode to the recorder's sink.
+
+    Returns:
+        Each episode's summed reward.
+    """
+    recording = RecordingPolicy(policy, recorder)
+    scores = []
+    for seed in seeds:
+        observation, info = recorder.reset(seed=seed)
+        recording.reset(np.random.default_rng(seed))
+        total, done = 0.0, False
+        while not done:
+            action = recording.act(observation, agent_view(info), WorldState())
+            observation, reward, terminated, truncated, info = recorder.step(action)
+            total += float(reward)
+            done = terminated or truncated
+        scores.append(total)
+    recorder.close()
+    return scores
