@@ -307,11 +307,12 @@ _STORY = re.compile(r"\.z[1-8]")  # z-machine story files
 
 
 def expand_games(envs: Mapping[str, Any]) -> dict[str, Any]:
-    """One env per game where an env's ``kwargs.game`` is a pattern or a list of them.
+    """One env per game where an env's ``kwargs.game`` is a pattern or a list.
 
     A game named by a glob (``"*"``, ``"*.z5"``) or a list of names and globs (a
-    leading ``!`` leaves the games it matches out: ``["*", "!sherbet.z5"]``) becomes
-    one env per matching story file of ``$WMKIT_GAMES_DIR``, named
+    leading ``!`` leaves the games it matches out: ``["*", "!sherbet.z5"]``;
+    ``[905.z5, night.z5]``) becomes one env per matching story file of
+    ``$WMKIT_GAMES_DIR``, named
     ``<env name>_<file stem>``, with the rest of its spec as it was: a protocol runs on
     any games folder without a config per game.
 
@@ -322,8 +323,11 @@ def expand_games(envs: Mapping[str, Any]) -> dict[str, Any]:
     for name, spec in envs.items():
         kwargs = spec.get("kwargs") if isinstance(spec, Mapping) else None
         game = kwargs.get("game") if isinstance(kwargs, Mapping) else None
-        patterns = [game] if isinstance(game, str) else game
-        if not isinstance(patterns, list) or not any(_GLOB & set(str(p)) for p in patterns):
+        if isinstance(game, str) and _GLOB & set(game):
+            patterns = [game]
+        elif isinstance(game, (list, tuple)):
+            patterns = list(game)
+        else:
             out[name] = spec
             continue
         for found in _match_games(name, [str(p) for p in patterns]):
@@ -354,7 +358,7 @@ def _match_games(name: str, patterns: list[str]) -> list[str]:
             keep += [f for f in files if fnmatch.fnmatch(f, pattern) and f not in keep]
     if not keep:
         raise ValueError(f"env {name!r}: no story file of {folder} matches {patterns}")
-    return keep
+    return sorted(keep)
 
 
 class EvalConfig(_Strict):

@@ -126,6 +126,8 @@ def test_a_game_pattern_makes_one_env_per_game(tmp_path, monkeypatch):
     envs = expand_games({"jericho": spec, "parcel": {"id": "wmkit/Parcel-v0"}})
     assert list(envs) == ["jericho_a", "jericho_b", "parcel"]
     assert envs["jericho_b"]["kwargs"] == {"game": "b.z8", "horizon": 9}
+    listed = expand_games({"j": {"id": "x", "kwargs": {"game": ["b.z8", "a.z5"]}}})
+    assert [e["kwargs"]["game"] for e in listed.values()] == ["a.z5", "b.z8"]
     assert (
         expand_games({"j": {"id": "x", "kwargs": {"game": "a.z5"}}})["j"]["kwargs"]["game"]
         == "a.z5"
