@@ -393,6 +393,19 @@ class EvalConfig(_Strict):
     def _one_env_per_game(cls, envs: Any) -> Any:
         return expand_games(envs) if isinstance(envs, Mapping) else envs
 
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _settings_of_a_chosen_agent(cls, agents: Any) -> Any:
+        if isinstance(agents, Mapping):
+            for name, node in agents.items():
+                if isinstance(node, Mapping) and "tracker" not in node:
+                    raise ValueError(
+                        f"agents.{name} has settings ({sorted(node)}) but no agent config: "
+                        f"{name} is not among the agents chosen (agents=[...]); add it, or "
+                        f"drop its settings with '~agents.{name}'"
+                    )
+        return agents
+
     @model_validator(mode="after")
     def _train_seeds_never_evaluated(self) -> EvalConfig:
         both = sorted(set(self.seeds) & set(self.train_seeds))
