@@ -137,3 +137,27 @@ def test_a_game_pattern_makes_one_env_per_game(tmp_path, monkeypatch):
     monkeypatch.delenv("WMKIT_GAMES_DIR")
     with pytest.raises(ValueError, match="set WMKIT_GAMES_DIR"):
         expand_games({"j": {"id": "x", "kwargs": {"game": "*"}}})
+
+
+def test_the_protocol_preset_plays_every_game_of_the_folder_at_mcdmls_settings(
+    tmp_path, monkeypatch
+):
+    for name in ("a.z5", "b.z8", "sherbet.z5"):
+        (tmp_path / name).write_text("")
+    monkeypatch.setenv("WMKIT_GAMES_DIR", str(tmp_path))
+    config, pipeline = _configs("experiment=mcdml")
+    assert sorted(config.envs) == ["jericho_a", "jericho_b"]  # sherbet.z5 left out
+    assert config.horizons == [100] and len(config.seeds) == 5
+    for name in ("mcts_net_games", "mcts_games"):
+        policy = config.agents[name].policy
+        assert policy["budget"]["simulations"] == 50 and policy["discount"] == 0.95
+        assert policy["select_fn"]["_target_"] == "wmkit.search.puct"
+    assert config.envs["jericho_a"].kwargs["admissible_actions"] == "candidates"
+    assert pipeline.expert_iteration.rounds == 1
+    with pytest.raises(ValidationError, match="mcts_games is not among the agents chosen"):
+        _configs("experiment=mcdml", "agents=[mcts_net_games]")
+    quarter, _ = _configs(
+        "experiment=mcdml", "agents=[mcts_net_games]", "~agents.mcts_games",
+        "agents.mcts_net_games.policy.budget.simulations=12",
+    )  # fmt: skip
+    assert quarter.agents["mcts_net_games"].policy["budget"]["simulations"] == 12
