@@ -228,6 +228,19 @@ def test_cap_holds_on_a_long_run():
         assert len(tree) <= 50
     assert tree.evicted > 1500
     assert all(tree.alive(n) for n in tree.nodes()) and len(list(tree.nodes())) == len(tree)
+    # Rows are reserved in blocks, never past the cap, and a reserved row is not a node.
+    assert len(tree.count) == 50
+    assert sum(tree.alive(n) for n in range(len(tree.count))) == len(tree)
+
+
+def test_node_ids_count_up_and_freed_ids_come_back_first():
+    tree = Tree(t(0), AB, 0.0)
+    a = tree.add(tree.root, "a", t(1), AB, 0.0)
+    b = tree.add(tree.root, "b", t(2), AB, 0.0)
+    assert (tree.root, a, b) == (0, 1, 2) and not tree.alive(3)
+    assert tree.evict(1) == 1 and not tree.alive(a)  # a and b tie; a is older
+    assert tree.add(tree.root, "a", t(3), AB, 0.0) == a
+    assert tree.add(a, "a", t(4), AB, 0.0) == 3
 
 
 def test_bad_construction():
