@@ -560,11 +560,11 @@ class Tree:
     def _reserve(self) -> None:
         """Grow every node column by a block of free nodes.
 
-        Half the arena, 64 at least, never past ``max_nodes``: a new node then costs one
+        A sixteenth of the arena, 64 at least, never past ``max_nodes``: a new node costs one
         row of assignments, not an append per column.
         """
         start = len(self.count)
-        n = max(64, start // 2)
+        n = max(64, start // 16)
         if self.max_nodes is not None and start < self.max_nodes:
             n = min(n, self.max_nodes - start)
         for column, fill in zip(self._columns, _FREE_ROW, strict=True):
