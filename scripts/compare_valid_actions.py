@@ -21,7 +21,7 @@ Three commands:
     ``--json out.json`` saves the rows and every state.
 
 ``rooms``
-    The player's room by :func:`~wmkit.envs.jericho.env.player_room` against the old
+    The player's room by :func:`~wmkit.envs.jericho.objects.player_room` against the old
     rule (the player's outermost container) at every walkthrough state of every game
     (a fixed list of moves for games without a walkthrough).
 
@@ -289,7 +289,7 @@ def rooms(game: str) -> dict[str, Any]:
     from jericho import defines
 
     from wmkit.envs.jericho import JerichoEnv
-    from wmkit.envs.jericho.env import player_room
+    from wmkit.envs.jericho.objects import player_room
 
     env = JerichoEnv(game=find_game(game), admissible_actions=False, horizon=10**9)
     try:

@@ -78,7 +78,7 @@ hash without reward. Only this mode puts ``action_priors`` in ``info``; with
 ``examine X``) are left out of the candidates.
 
 The nouns in scope are those of the player's room and everything in it (the player
-excluded). The room is found in the object tree (:func:`~wmkit.envs.jericho.env.player_room`):
+excluded). The room is found in the object tree (:func:`~wmkit.envs.jericho.objects.player_room`):
 the player's top-level ancestor in Inform games, a player sitting in a vehicle or on a
 bed included; the ancestor just below it where that ancestor is a container of rooms,
 as every room of an Infocom story file sits in one (``ROOMS``), so that not every
@@ -96,7 +96,8 @@ own bookkeeping; ``restore(token)`` continues from it exactly.
 """
 
 from wmkit.envs.jericho.actions import QUICK_OUTCOMES, QUICK_TRIES
-from wmkit.envs.jericho.env import EmulatorHalted, JerichoEnv, JerichoToken, player_room
+from wmkit.envs.jericho.env import EmulatorHalted, JerichoEnv, JerichoToken
+from wmkit.envs.jericho.objects import player_room
 from wmkit.envs.jericho.story import (
     ACTION_MAX_BYTES,
     GAMES_DIR_VAR,

@@ -6,7 +6,7 @@ import hashlib
 import os
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from itertools import chain
 from typing import Any, ClassVar, NamedTuple
 
@@ -31,6 +31,7 @@ from wmkit.envs.jericho.actions import (
     get_state,
     set_state,
 )
+from wmkit.envs.jericho.objects import in_scope, links
 from wmkit.envs.jericho.story import (
     _ACTION_CHARSET,
     _FILE_COMMAND,
@@ -49,79 +50,12 @@ from wmkit.envs.jericho.story import (
 from wmkit.envs.spaces import TextSpace
 from wmkit.world.types import Delta, Fact, Probe, delta_info
 
-__all__ = [
-    "ROOMS_MIN",
-    "ROOMS_RATIO",
-    "EmulatorHalted",
-    "JerichoEnv",
-    "JerichoToken",
-    "player_room",
-]
+__all__ = ["EmulatorHalted", "JerichoEnv", "JerichoToken"]
 
 COUNTERFACTUAL = "wait"
 _SET_VALUED = ("attr",)  # an object has any number of attributes, each its own slot
 _MIN_SEED = 1000  # frotz: 0 seeds from the clock, 1..999 select a non-random mode
 _MODES = ("quick", "candidates")  # the string values of ``admissible_actions``
-
-
-ROOMS_RATIO = 2
-"""A top-level object holding, directly, at least this many times as many objects as
-there are top-level objects is a container of rooms (:func:`player_room`)."""
-ROOMS_MIN = 10
-"""Nor is an object holding fewer than this many objects, directly, a container of rooms."""
-
-
-def player_room(parents: Sequence[int] | np.ndarray, player: int) -> int:
-    """Return the object number of the room the player is in; 0 if none is found.
-
-    Args:
-        parents: the object tree's parent links: ``parents[i]`` is the parent of object
-            ``i + 1`` (0: none).
-        player: the player's object number.
-
-    The player's ancestors are climbed to the top-level one (parent 0), ``top``.
-
-    * Inform games keep every room at the top level: the room is ``top``, also when
-      the player sits in a vehicle, on a bed or in a box inside it.
-    * Infocom's story files put every room inside one container object (``ROOMS`` in
-      their ZIL source), itself top-level: the room is then the ancestor just below
-      ``top``, the player in a vehicle inside the room included.
-
-    ``top`` is taken for a container of rooms when the player is not its direct child
-    and it directly holds at least :data:`ROOMS_RATIO` times as many objects as there
-    are top-level objects, and at least :data:`ROOMS_MIN`. A container of rooms holds
-    every room of the game, while the rooms being inside it leaves few objects at the
-    top (Zork I's source puts its 110 rooms in ``ROOMS``; beside it at the top are
-    the globals' container and the objects not in play at the start); an Inform room
-    holds its own things, and the top holds every room besides the library's and the
-    compiler's own objects. None of the free games has the Infocom layout, so the
-    threshold is set from the Inform side with room to spare: on the walkthrough
-    states of the 28 free games the rule gives the room the old one gave (the
-    player's outermost container), the largest ratio of the player's room being 1.55
-    (acorncourt.z5, one room, the player never inside anything there) and 0.38 at
-    the states where the player sits in something (905.z5, in bed). A ZIL game with fewer
-    than twice as many rooms as top-level objects would be read as Inform, its scope
-    then every noun of the game as before. ``scripts/compare_valid_actions.py rooms``
-    redoes the check. (Objects a ZIL room lists as its local globals, such as Zork I's
-    kitchen window, are not in the tree under the room, so they are not in scope.)
-    """
-    count = len(parents)
-    chain: list[int] = []  # the player's ancestors, nearest first
-    here = player
-    while 0 < here <= count and len(chain) <= count:  # a damaged tree must not loop us
-        here = int(parents[here - 1])
-        if here == 0:
-            break
-        chain.append(here)
-    if not chain or here != 0:
-        return 0
-    top = chain[-1]
-    if len(chain) >= 2:
-        tree = np.asarray(parents)
-        held = int(np.count_nonzero(tree == top))
-        if held >= ROOMS_MIN and held >= ROOMS_RATIO * int(np.count_nonzero(tree == 0)):
-            return chain[-2]
-    return top
 
 
 class EmulatorHalted(RuntimeError):
@@ -297,19 +231,8 @@ class JerichoEnv(gymnasium.Env[str, str]):
         return digest.hexdigest()
 
     def _links(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Return ``(parent, sibling, child)`` object numbers per row."""
-        if self._layout.version <= 3:
-            return (
-                rows[:, 4].astype(np.int64),
-                rows[:, 5].astype(np.int64),
-                rows[:, 6].astype(np.int64),
-            )
-        words = rows[:, 6:12].astype(np.int64)
-        return (
-            words[:, 0] << 8 | words[:, 1],
-            words[:, 2] << 8 | words[:, 3],
-            words[:, 4] << 8 | words[:, 5],
-        )
+        """Return ``(parent, sibling, child)`` object numbers per row (:func:`links`)."""
+        return links(rows, self._layout.version)
 
     def _object_facts(self, rows: np.ndarray, nums: Iterable[int]) -> list[tuple[Fact, ...]]:
         ids = self.entity_ids
@@ -347,26 +270,9 @@ class JerichoEnv(gymnasium.Env[str, str]):
                 nouns.append(in_dictionary[-1] if in_dictionary else "")
         return nouns
 
-    def _location(self, parents: np.ndarray) -> int:
-        """The player's room (:func:`player_room`); 0 if unknown."""
-        return player_room(parents, self.player)
-
     def _scope(self, rows: np.ndarray) -> list[int]:
-        """The player's location and what is in it (any depth), the player excluded."""
-        parents, siblings, children = self._links(rows)
-        root, count = self._location(parents), self._layout.count
-        found: list[int] = [root] if root else []
-        seen: set[int] = set()
-        stack = [int(children[root - 1])] if root else []
-        while stack:
-            num = stack.pop()
-            if not 0 < num <= count or num in seen:  # a damaged tree must not loop us
-                continue
-            seen.add(num)
-            if num != self.player:
-                found.append(num)
-            stack += (int(siblings[num - 1]), int(children[num - 1]))
-        return found
+        """The player's room and what is in it (:func:`in_scope`)."""
+        return in_scope(*self._links(rows), self.player)
 
     def _scope_nouns(self) -> tuple[list[str], set[str]]:
         """Nouns of the objects in scope, and of those the player carries (any depth)."""
