@@ -312,9 +312,8 @@ def expand_games(envs: Mapping[str, Any]) -> dict[str, Any]:
     A game named by a glob (``"*"``, ``"*.z5"``) or a list of names and globs (a
     leading ``!`` leaves the games it matches out: ``["*", "!sherbet.z5"]``;
     ``[905.z5, night.z5]``) becomes one env per matching story file of
-    ``$WMKIT_GAMES_DIR``, named
-    ``<env name>_<file stem>``, with the rest of its spec as it was: a protocol runs on
-    any games folder without a config per game.
+    ``$WMKIT_GAMES_DIR``, named ``<env name>_<file stem>``, with the rest of its spec as
+    it was: a protocol runs on any games folder without a config per game.
 
     Raises:
         ValueError: a pattern and no games folder, or no game matches.
